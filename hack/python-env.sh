@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Prints the path of a virtualenv with dws-operator's development dependencies,
+# creating it under ~/.cache/dws-operator/venv/ when missing (keyed by the Python
+# version and a hash of pyproject.toml, so a dependency change gets a fresh one), and
+# (re)installs this checkout into it in editable mode (no network, about 2 s).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache=${DWS_CACHE_DIR:-$HOME/.cache/dws-operator}
+python=${PYTHON:-python3}
+
+if ! command -v "$python" >/dev/null 2>&1; then
+  echo "dws-operator: $python not found; install Python >= 3.11 or set PYTHON=/path/to/python3.11" >&2
+  exit 1
+fi
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "dws-operator: $("$python" --version 2>&1) is too old; Python >= 3.11 is required (set PYTHON=...)" >&2
+  exit 1
+fi
+
+py_version=$("$python" -c 'import sys; print("py%d%d" % sys.version_info[:2])')
+deps_hash=$(sha256sum "$root/pyproject.toml" | cut -c1-12)
+venv="$cache/venv/$py_version-$deps_hash"
+
+if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
+  echo "dws-operator: creating $venv (first run only)" >&2
+  rm -rf "$venv"
+  mkdir -p "$(dirname "$venv")"
+  "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --upgrade pip "setuptools>=69" wheel >&2
+  # Dependencies only; the project itself is linked below, at every run, so a
+  # cached venv always points at the checkout being tested.
+  "$venv/bin/python" - "$root/pyproject.toml" >"$venv/requirements.txt" <<'PY'
+import sys, tomllib
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+print("\n".join(project["dependencies"] + project["optional-dependencies"]["dev"]))
+PY
+  "$venv/bin/python" -m pip install --quiet -r "$venv/requirements.txt" >&2
+  touch "$venv/.complete"
+fi
+
+"$venv/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e "$root" >&2
+echo "$venv"

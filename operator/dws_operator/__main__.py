@@ -1,0 +1,3 @@
+from dws_operator.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,208 @@
+"""TrainingRequest spec: what to run, on which accelerator, provisioned how."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field, StringConstraints, model_validator
+
+from dws_operator.api.base import DNS_LABEL_PATTERN, NODE_POOL_NAME_PATTERN, ApiModel
+from dws_operator.api.template import PodTemplate
+from dws_operator.catalog import TOPOLOGY_PATTERN, GpuType, ProvisioningMode, TpuVersion
+from dws_operator.durations import DURATION_PATTERN
+
+MACHINE_TYPE_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$"
+ZONE_PATTERN = r"^[a-z]+(-[a-z]+)*[0-9]+-[a-z]$"
+#: A reservation in this project, or a shared one as projects/PROJECT/reservations/NAME.
+RESERVATION_PATTERN = (
+    r"^(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+)
+MAX_GPU_NODES = 1000
+MAX_RESTARTS = 100
+
+#: What a pattern-checked field looks like, for error messages better than a regex.
+FORMAT_HINTS = {
+    "topology": "sides joined by x without leading zeros, e.g. 4x4 or 2x2x4",
+    "machineType": "a GCE machine type such as ct6e-standard-4t or a3-highgpu-8g",
+    "maxWaitDuration": "hours, minutes and seconds, e.g. 24h, 90m, 1h30m or 0s",
+    "maxRunDuration": "hours, minutes and seconds, e.g. 168h, 90m or 1h30m",
+    "reservation": "a reservation name, or projects/PROJECT/reservations/NAME",
+    "name": "lowercase letters, digits and hyphens, starting with a letter",
+    "queueName": "a DNS label: lowercase letters, digits and hyphens",
+    "zones": "a zone such as us-central1-a",
+}
+
+Zone = Annotated[str, StringConstraints(pattern=ZONE_PATTERN, max_length=63)]
+
+
+class TpuSpec(ApiModel):
+    """A TPU slice: one generation and one topology; the operator works out the VMs."""
+
+    version: TpuVersion = Field(
+        description="TPU generation: v4, v5e, v5p, v6e (Trillium) or tpu7x (Ironwood)."
+    )
+    topology: str = Field(
+        pattern=TOPOLOGY_PATTERN,
+        max_length=16,
+        description=(
+            "Chip topology of the slice, e.g. 2x4 or 4x4 (v5e, v6e) and 2x2x1 or 4x4x8 "
+            "(v4, v5p, tpu7x). Nodes = chips in the topology / chips per VM."
+        ),
+    )
+    machine_type: str | None = Field(
+        None,
+        pattern=MACHINE_TYPE_PATTERN,
+        max_length=64,
+        description=(
+            "TPU VM machine type, e.g. ct6e-standard-4t. Default: the 1t type for a single chip, "
+            "otherwise the 4t type; 8t types only when named here."
+        ),
+    )
+
+
+class GpuSpec(ApiModel):
+    """A set of identical GPU VMs."""
+
+    type: GpuType = Field(
+        description=(
+            "GPU model as GKE's cloud.google.com/gke-accelerator label, e.g. nvidia-h100-80gb."
+        )
+    )
+    nodes: int = Field(ge=1, le=MAX_GPU_NODES, description="Number of VMs (one pod runs on each).")
+    machine_type: str | None = Field(
+        None,
+        pattern=MACHINE_TYPE_PATTERN,
+        max_length=64,
+        description=(
+            "Machine type carrying the GPUs, e.g. a3-highgpu-8g. Default: the type with "
+            "`count` GPUs, or the 8-GPU type of the model."
+        ),
+    )
+    count: int | None = Field(
+        None,
+        ge=1,
+        le=16,
+        description="GPUs per VM; must match the machine type when both are given.",
+    )
+
+
+class AcceleratorSpec(ApiModel):
+    """Exactly one of tpu or gpu. Immutable after creation."""
+
+    tpu: TpuSpec | None = Field(None, description="A TPU slice.")
+    gpu: GpuSpec | None = Field(None, description="GPU VMs.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> AcceleratorSpec:
+        if (self.tpu is None) == (self.gpu is None):
+            raise ValueError("exactly one of tpu or gpu must be set")
+        return self
+
+
+class ProvisioningSpec(ApiModel):
+    """How capacity is obtained. Immutable after creation."""
+
+    mode: ProvisioningMode = Field(
+        description=(
+            "FlexStart (DWS flex-start: wait for capacity, up to 7 days of run time), "
+            "QueuedProvisioning (DWS through a ProvisioningRequest and Kueue; GPUs only), "
+            "Spot (preemptible, restarted up to maxRestarts), OnDemand, or Reservation "
+            "(a specific, e.g. calendar-mode, reservation)."
+        )
+    )
+    max_wait_duration: str = Field(
+        "24h",
+        pattern=DURATION_PATTERN,
+        min_length=2,
+        max_length=32,
+        description=(
+            "How long to wait for capacity before giving up (phase Failed, reason "
+            "CapacityTimeout), e.g. 24h, 90m. 0s waits forever."
+        ),
+    )
+    max_run_duration: str = Field(
+        "168h",
+        pattern=DURATION_PATTERN,
+        min_length=2,
+        max_length=32,
+        description="Longest run time once started; more than 0s and at most 168h (7 days).",
+    )
+    reservation: str | None = Field(
+        None,
+        pattern=RESERVATION_PATTERN,
+        max_length=160,
+        description=(
+            "Reservation name, or projects/PROJECT/reservations/NAME for a shared one. "
+            "Required with mode Reservation, not allowed otherwise."
+        ),
+    )
+    zones: list[Zone] | None = Field(
+        None,
+        max_length=16,
+        description="Zones the node pool may use (e.g. us-central1-a). Default: the cluster's.",
+    )
+
+
+class CleanupPolicy(StrEnum):
+    SCALE_TO_ZERO = "ScaleToZero"
+    DELETE = "Delete"
+    KEEP = "Keep"
+
+
+class NodePoolPolicy(ApiModel):
+    """Which GKE node pool runs the work and what happens to it afterwards."""
+
+    name: str | None = Field(
+        None,
+        pattern=NODE_POOL_NAME_PATTERN,
+        max_length=40,
+        description=(
+            "Node pool name. Default: derived from the TrainingRequest's name and uid. "
+            "Required when existing is true. Immutable."
+        ),
+    )
+    existing: bool = Field(
+        False,
+        description=(
+            "Run on a node pool that already exists (its machine type and accelerator must "
+            "match). The operator never creates, resizes or deletes such a pool. Immutable."
+        ),
+    )
+    cleanup: CleanupPolicy = Field(
+        CleanupPolicy.SCALE_TO_ZERO,
+        description=(
+            "What happens to a pool the operator created once the work ends: ScaleToZero "
+            "(keep the pool, no nodes), Delete, or Keep (leave nodes running)."
+        ),
+    )
+
+
+class TrainingRequestSpec(ApiModel):
+    """One training run on GKE accelerators provisioned by the Dynamic Workload Scheduler."""
+
+    accelerator: AcceleratorSpec = Field(description="The TPU slice or GPU VMs. Immutable.")
+    provisioning: ProvisioningSpec = Field(description="How capacity is obtained. Immutable.")
+    node_pool: NodePoolPolicy = Field(
+        default_factory=NodePoolPolicy,
+        description="The GKE node pool and its clean-up.",
+        # default_factory leaves no default in the JSON schema; the API server needs
+        # one to apply the nested defaults (cleanup) when nodePool is omitted.
+        json_schema_extra={"default": {}},
+    )
+    queue_name: str | None = Field(
+        None,
+        pattern=DNS_LABEL_PATTERN,
+        max_length=63,
+        description="Kueue LocalQueue for the Job. Default: the operator's configured queue.",
+    )
+    max_restarts: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_RESTARTS,
+        description=(
+            "Restarts after preemption or node loss. Default: 6 for Spot (as Vertex AI), "
+            "0 otherwise."
+        ),
+    )
+    template: PodTemplate = Field(description="Pod template for the training pods.")

@@ -1,0 +1,93 @@
+"""TrainingRequest status: where the run is, what was planned and what exists in GKE."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field
+
+from dws_operator.api.base import ApiModel
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    PROVISIONING = "Provisioning"
+    WAITING_FOR_CAPACITY = "WaitingForCapacity"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    DELETING = "Deleting"
+
+
+class Condition(ApiModel):
+    """A Kubernetes condition (metav1.Condition)."""
+
+    type: str = Field(max_length=316, description="Condition type, e.g. NodePoolReady.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str = Field(
+        pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+        max_length=1024,
+        description="CamelCase reason for the last transition.",
+    )
+    message: str = Field("", max_length=32768, description="Human-readable details.")
+    last_transition_time: datetime = Field(description="When status last changed.")
+    observed_generation: int | None = Field(
+        None, ge=0, description="The .metadata.generation this condition was set for."
+    )
+
+
+class PlanSummary(ApiModel):
+    """The resolved slice: what the operator asks GKE for."""
+
+    accelerator: str = Field(description="TPU generation (tpu-v6e) or GPU model.")
+    accelerator_label: str = Field(description="Value of the node's accelerator label.")
+    shape: str = Field(description="TPU topology, or GPUs in all for GPU requests.")
+    machine_type: str = Field(description="Machine type of every node.")
+    nodes: int = Field(description="Nodes (VMs) in the slice.")
+    chips_per_node: int = Field(description="TPU chips or GPUs per node.")
+    total_chips: int = Field(description="nodes x chipsPerNode.")
+    single_host: bool = Field(description="True when the slice is one VM.")
+    resource_name: str = Field(description="Extended resource each pod requests.")
+    node_selector: dict[str, str] = Field(description="Node labels the pods select.")
+
+
+class NodePoolStatus(ApiModel):
+    name: str = Field(description="GKE node pool name.")
+    managed: bool = Field(
+        description="True when the operator created the pool and so scales or deletes it."
+    )
+    location: str | None = Field(None, description="Cluster location of the pool.")
+    operation: str | None = Field(None, description="Last GKE operation on the pool.")
+
+
+class ObjectReference(ApiModel):
+    name: str = Field(description="Object name in the TrainingRequest's namespace.")
+
+
+class TrainingRequestStatus(ApiModel):
+    phase: Phase = Field(Phase.PENDING, description="Where the run is in its lifecycle.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Latest observations (NodePoolReady, WorkloadCreated, CapacityProvisioned...).",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    plan: PlanSummary | None = Field(None, description="The resolved slice.")
+    node_pool: NodePoolStatus | None = Field(None, description="The GKE node pool used.")
+    job: ObjectReference | None = Field(
+        None, description="The batch/v1 Job of the current attempt."
+    )
+    service: ObjectReference | None = Field(
+        None, description="The headless Service giving multi-host pods stable hostnames."
+    )
+    requested_at: datetime | None = Field(None, description="When capacity was requested.")
+    provisioned_at: datetime | None = Field(None, description="When all nodes were ready.")
+    started_at: datetime | None = Field(None, description="When the workload started running.")
+    finished_at: datetime | None = Field(None, description="When the workload ended.")
+    scaled_down_at: datetime | None = Field(None, description="When the pool went back to zero.")
+    restarts: int = Field(0, ge=0, description="Restarts after preemption or node loss so far.")
+    observed_generation: int | None = Field(
+        None, ge=0, description="The .metadata.generation last reconciled."
+    )
+    message: str | None = Field(None, max_length=32768, description="Human-readable summary.")

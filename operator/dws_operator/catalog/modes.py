@@ -1,0 +1,105 @@
+"""How each provisioning mode shapes a node pool and its pods (facts sheet, section 3).
+
+Plain data: the GKE node pool renderer and the Job renderer read these rows; nothing
+here talks to GKE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+FLEX_START_LABEL_KEY = "cloud.google.com/gke-flex-start"
+SPOT_LABEL_KEY = "cloud.google.com/gke-spot"
+NODE_POOL_LABEL_KEY = "cloud.google.com/gke-nodepool"
+QUEUED_TAINT_KEY = "cloud.google.com/gke-queued"
+RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
+
+#: Flex-start capacity and a TrainingRequest's run time are capped at 7 days.
+MAX_RUN_DURATION_SECONDS = 7 * 24 * 3600
+
+
+class ProvisioningMode(StrEnum):
+    FLEX_START = "FlexStart"
+    QUEUED_PROVISIONING = "QueuedProvisioning"
+    SPOT = "Spot"
+    ON_DEMAND = "OnDemand"
+    RESERVATION = "Reservation"
+
+
+class ReservationAffinity(StrEnum):
+    """`NodeConfig.reservation_affinity.consume_reservation_type` values used here."""
+
+    NO_RESERVATION = "NO_RESERVATION"
+    SPECIFIC_RESERVATION = "SPECIFIC_RESERVATION"
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str
+    value: str
+    effect: str = "NoSchedule"
+    operator: str = "Equal"
+
+
+@dataclass(frozen=True)
+class ModeSettings:
+    mode: ProvisioningMode
+    flex_start: bool = False
+    queued_provisioning: bool = False
+    spot: bool = False
+    #: None leaves GKE's default (consume any matching reservation).
+    reservation_affinity: ReservationAffinity | None = None
+    #: None leaves GKE's default location policy (BALANCED).
+    location_policy: str | None = None
+    #: None leaves GKE's default (auto-repair on).
+    auto_repair: bool | None = None
+    #: Node config carries `max_run_duration` (flex-start VMs end after it).
+    node_max_run_duration: bool = False
+    #: Scale-up only through a ProvisioningRequest (Kueue's admission check).
+    needs_provisioning_request: bool = False
+    #: Labels GKE puts on the mode's nodes that pods must select.
+    node_selector: dict[str, str] = field(default_factory=dict)
+    #: Taints GKE puts on the mode's nodes (beyond the accelerator's own).
+    tolerations: tuple[Toleration, ...] = ()
+    #: Restarts after preemption or node loss when the user does not say.
+    default_max_restarts: int = 0
+
+
+MODE_SETTINGS: dict[ProvisioningMode, ModeSettings] = {
+    s.mode: s
+    for s in (
+        ModeSettings(
+            mode=ProvisioningMode.FLEX_START,
+            flex_start=True,
+            reservation_affinity=ReservationAffinity.NO_RESERVATION,
+            location_policy="ANY",
+            auto_repair=False,
+            node_max_run_duration=True,
+            node_selector={FLEX_START_LABEL_KEY: "true"},
+        ),
+        ModeSettings(
+            mode=ProvisioningMode.QUEUED_PROVISIONING,
+            flex_start=True,
+            queued_provisioning=True,
+            reservation_affinity=ReservationAffinity.NO_RESERVATION,
+            location_policy="ANY",
+            auto_repair=False,
+            needs_provisioning_request=True,
+            tolerations=(Toleration(QUEUED_TAINT_KEY, "true"),),
+        ),
+        ModeSettings(
+            mode=ProvisioningMode.SPOT,
+            spot=True,
+            location_policy="ANY",
+            node_selector={SPOT_LABEL_KEY: "true"},
+            # Vertex AI restarts a preempted spot job up to 6 times (seed 001).
+            default_max_restarts=6,
+        ),
+        ModeSettings(mode=ProvisioningMode.ON_DEMAND),
+        ModeSettings(
+            mode=ProvisioningMode.RESERVATION,
+            reservation_affinity=ReservationAffinity.SPECIFIC_RESERVATION,
+        ),
+    )
+}

@@ -1,0 +1,247 @@
+"""`dws-operator plan`: show the slice, node pool and pod placement a request resolves to."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from dws_operator.api import TrainingRequestSpec
+from dws_operator.catalog import GpuType, ProvisioningMode, TpuVersion
+from dws_operator.durations import format_duration
+from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
+from dws_operator.naming import default_node_pool_name
+from dws_operator.planning import SlicePlan, plan_slice
+
+#: Which flag sets which field, so errors can name what the user typed.
+FLAGS = {
+    "spec.accelerator.tpu.version": "--tpu",
+    "spec.accelerator.tpu.topology": "--topology",
+    "spec.accelerator.tpu.machineType": "--machine-type",
+    "spec.accelerator.gpu.type": "--gpu",
+    "spec.accelerator.gpu.nodes": "--nodes",
+    "spec.accelerator.gpu.machineType": "--machine-type",
+    "spec.accelerator.gpu.count": "--count",
+    "spec.provisioning.mode": "--mode",
+    "spec.provisioning.reservation": "--reservation",
+    "spec.provisioning.maxWaitDuration": "--max-wait-duration",
+    "spec.provisioning.maxRunDuration": "--max-run-duration",
+    "spec.maxRestarts": "--max-restarts",
+    "spec.nodePool.name": "--node-pool",
+}
+#: `plan` needs no pod template; a placeholder satisfies the spec's required field.
+_PLACEHOLDER_TEMPLATE = {"spec": {"containers": [{"name": "plan", "image": "plan"}]}}
+
+
+def register(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "plan",
+        help="resolve an accelerator request to machine type, nodes and node pool settings",
+        description=(
+            "Resolve a TPU topology or GPU request to its machine type, node count, pod "
+            "placement and the node pool settings of the provisioning mode. Either describe "
+            "the request with flags or give a TrainingRequest manifest with -f."
+        ),
+    )
+    kind = parser.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--tpu", metavar="VERSION", help=f"TPU version: {_choices(TpuVersion)}")
+    kind.add_argument("--gpu", metavar="TYPE", help=f"GPU type: {_choices(GpuType)}")
+    kind.add_argument("-f", "--filename", type=Path, help="a TrainingRequest manifest (YAML)")
+    parser.add_argument("--topology", help="TPU topology, e.g. 4x4 or 2x2x4")
+    parser.add_argument("--nodes", type=int, help="GPU VMs")
+    parser.add_argument("--count", type=int, help="GPUs per VM")
+    parser.add_argument("--machine-type", help="machine type (default: derived)")
+    parser.add_argument(
+        "--mode",
+        default=ProvisioningMode.FLEX_START.value,
+        help=f"provisioning mode: {_choices(ProvisioningMode)} (default FlexStart)",
+    )
+    parser.add_argument("--reservation", help="reservation name (mode Reservation)")
+    parser.add_argument("--zone", action="append", dest="zones", help="node zone (repeatable)")
+    parser.add_argument("--max-wait-duration", help="how long to wait for capacity (default 24h)")
+    parser.add_argument("--max-run-duration", help="longest run time (default 168h)")
+    parser.add_argument("--max-restarts", type=int, help="restarts after preemption")
+    parser.add_argument("--node-pool", help="node pool name (adds its node selector)")
+    parser.add_argument(
+        "-o", "--output", choices=("table", "json", "yaml"), default="table", help="output format"
+    )
+    parser.set_defaults(run=run)
+
+
+def _choices(values: Any) -> str:
+    return ", ".join(v.value for v in values)
+
+
+def _spec_from_flags(args: argparse.Namespace) -> dict[str, Any]:
+    if args.tpu is not None:
+        if args.topology is None:
+            raise SpecError(FLAGS["spec.accelerator.tpu.topology"], "required with --tpu")
+        accelerator = {
+            "tpu": _present(version=args.tpu, topology=args.topology, machineType=args.machine_type)
+        }
+    else:
+        if args.nodes is None:
+            raise SpecError(FLAGS["spec.accelerator.gpu.nodes"], "required with --gpu")
+        accelerator = {
+            "gpu": _present(
+                type=args.gpu, nodes=args.nodes, machineType=args.machine_type, count=args.count
+            )
+        }
+    provisioning = _present(
+        mode=args.mode,
+        reservation=args.reservation,
+        zones=args.zones,
+        maxWaitDuration=args.max_wait_duration,
+        maxRunDuration=args.max_run_duration,
+    )
+    return _present(
+        accelerator=accelerator,
+        provisioning=provisioning,
+        maxRestarts=args.max_restarts,
+        nodePool=_present(name=args.node_pool),
+        template=_PLACEHOLDER_TEMPLATE,
+    )
+
+
+def _present(**fields: Any) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _load_manifest(path: Path) -> tuple[dict[str, Any], str | None]:
+    """The spec of a TrainingRequest manifest and its node pool name, if one can be known."""
+    try:
+        document = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        reason = str(error).replace("\n", " ")
+        raise SpecError(str(path), f"cannot read a TrainingRequest: {reason}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("spec"), dict):
+        raise SpecError(f"{path}: spec", "a TrainingRequest manifest needs a spec mapping")
+    metadata = document.get("metadata") or {}
+    name, uid = metadata.get("name"), metadata.get("uid")
+    pool = (document["spec"].get("nodePool") or {}).get("name")
+    if pool is None and name and uid:
+        pool = default_node_pool_name(name, uid)
+    return document["spec"], pool
+
+
+def resolve(args: argparse.Namespace) -> SlicePlan:
+    if args.filename is not None:
+        raw, pool = _load_manifest(args.filename)
+    else:
+        raw, pool = _spec_from_flags(args), args.node_pool
+    try:
+        spec = TrainingRequestSpec.model_validate(raw)
+    except ValidationError as error:
+        raise from_validation_error(error) from None
+    return plan_slice(spec, pool_name=pool)
+
+
+def _flagged(error: SpecError, from_flags: bool) -> str:
+    flag = FLAGS.get(error.field) if from_flags else None
+    return f"{flag} ({error})" if flag else str(error)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        plan = resolve(args)
+    except InvalidSpec as invalid:
+        print(
+            f"dws-operator plan: {_flagged(invalid.first, args.filename is None)}", file=sys.stderr
+        )
+        return 2
+    except SpecError as error:
+        print(f"dws-operator plan: {error}", file=sys.stderr)
+        return 2
+    document = plan.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if args.output == "json":
+        print(json.dumps(document, indent=2))
+    elif args.output == "yaml":
+        print(yaml.safe_dump(document, sort_keys=False), end="")
+    else:
+        print(render_table(plan))
+    return 0
+
+
+def render_table(plan: SlicePlan) -> str:
+    """The plan for people: one aligned `label  value` row per fact."""
+    pool = plan.node_pool
+    rows: list[tuple[str, list[str]]] = [
+        ("Accelerator", [f"{plan.accelerator} (node label {plan.accelerator_label})"]),
+    ]
+    if plan.topology:
+        rows.append(("Topology", [plan.topology]))
+    hosts = "single-host" if plan.single_host else "multi-host"
+    unit = "chips" if plan.kind == "tpu" else "GPUs"
+    rows += [
+        ("Machine type", [plan.machine_type]),
+        (
+            "Nodes",
+            [f"{plan.nodes} x {plan.chips_per_node} {unit} = {plan.total_chips} {unit} ({hosts})"],
+        ),
+        ("Pod resources", [f"{plan.resource_name}: {plan.chips_per_node} (one pod per node)"]),
+        ("Node selector", [f"{k}={v}" for k, v in plan.node_selector.items()]),
+        ("Tolerations", [f"{t.key}={t.value}:{t.effect}" for t in plan.tolerations]),
+        ("Mode", [pool.mode.value]),
+        ("Node pool", _pool_lines(plan)),
+        ("Max wait", [format_duration_seconds(plan.max_wait_seconds, zero="forever")]),
+        ("Max run", [format_duration_seconds(plan.max_run_seconds)]),
+        ("Max restarts", [str(plan.max_restarts)]),
+    ]
+    width = max(len(label) for label, _ in rows) + 2
+    lines: list[str] = []
+    for label, values in rows:
+        for i, value in enumerate(values or ["-"]):
+            lines.append(f"{(label if i == 0 else ''):<{width}}{value}")
+    return "\n".join(lines)
+
+
+def _pool_lines(plan: SlicePlan) -> list[str]:
+    pool = plan.node_pool
+    flags = [
+        name
+        for name, on in (
+            ("flex-start", pool.flex_start),
+            ("queued provisioning", pool.queued_provisioning),
+            ("spot", pool.spot),
+        )
+        if on
+    ] or ["standard VMs"]
+    scaling = pool.autoscaling
+    policy = f", location policy {scaling.location_policy}" if scaling.location_policy else ""
+    lines = [
+        f"name {pool.name}" if pool.name else "name derived from the TrainingRequest",
+        ", ".join(flags),
+        f"autoscaling {scaling.min_node_count}..{scaling.max_node_count} nodes{policy}, "
+        f"starts with {pool.initial_node_count}",
+    ]
+    if pool.reservation_affinity is not None:
+        target = ", ".join(pool.reservation_affinity.values)
+        lines.append(
+            f"reservation {pool.reservation_affinity.consume_reservation_type.value}"
+            + (f" {target}" if target else "")
+        )
+    if pool.auto_repair is not None:
+        lines.append(f"auto-repair {'on' if pool.auto_repair else 'off'}")
+    if pool.placement_policy is not None:
+        lines.append(f"placement COMPACT, TPU topology {pool.placement_policy.tpu_topology}")
+    if pool.max_run_duration_seconds is not None:
+        lines.append(
+            f"VM max run duration {format_duration_seconds(pool.max_run_duration_seconds)}"
+        )
+    if pool.needs_provisioning_request:
+        lines.append("scales up only through a ProvisioningRequest (Kueue admission check)")
+    if pool.zones:
+        lines.append(f"zones {', '.join(pool.zones)}")
+    return lines
+
+
+def format_duration_seconds(seconds: int, zero: str | None = None) -> str:
+    if seconds == 0 and zero is not None:
+        return zero
+    return format_duration(timedelta(seconds=seconds))

@@ -1,0 +1,257 @@
+"""CEL rules (`x-kubernetes-validations`) generated from the catalog.
+
+These make the API server reject, at admission, every TrainingRequest that
+`dws_operator.validation` would reject, with a message naming the field. They are
+generated, never hand-written, so a new TPU topology or GPU machine type reaches
+the CRD by regenerating it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from dws_operator.catalog import (
+    GPU_ACCELERATORS,
+    MAX_RUN_DURATION_SECONDS,
+    TOPOLOGY_PATTERN,
+    TPU_GENERATIONS,
+    CubeRule,
+    ProvisioningMode,
+    TpuGeneration,
+)
+from dws_operator.durations import DURATION_PATTERN, format_duration
+from dws_operator.validation import FLEX_START_UNSUPPORTED_TPUS, TPU_UNSUPPORTED_MODES
+
+#: Job, Service and pod hostnames (`<job>-<index>`, a DNS label) are built from the
+#: object's name, so it must leave room for suffixes.
+MAX_NAME_LENGTH = 48
+NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+
+
+@dataclass(frozen=True)
+class Rule:
+    rule: str
+    message: str
+    field_path: str | None = None
+    reason: str | None = None
+
+    def to_schema(self) -> dict[str, str]:
+        out = {"rule": self.rule, "message": self.message}
+        if self.field_path:
+            out["fieldPath"] = self.field_path
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+def lit(value: str) -> str:
+    """A CEL string literal (CEL accepts JSON's double-quoted escapes)."""
+    return json.dumps(value)
+
+
+def lits(values: Iterable[str | int]) -> str:
+    return "[" + ", ".join(lit(v) if isinstance(v, str) else str(v) for v in values) + "]"
+
+
+def _cube_expression(rule: CubeRule) -> str:
+    dims = 'self.topology.split("x")'
+    sides = [f"int({dims}[{i}])" for i in range(3)]
+    checks = [
+        f"self.topology.matches({lit(TOPOLOGY_PATTERN)})",
+        f"size({dims}) == 3",
+        f"{dims}.all(d, int(d) % {rule.side_step} == 0 && int(d) >= {rule.side_min}"
+        + (f" && int(d) <= {rule.side_max})" if rule.side_max else ")"),
+        f"{' * '.join(sides)} / 64 <= {rule.max_cubes}",
+    ]
+    if rule.sorted_sides:
+        checks.append(f"{sides[0]} <= {sides[1]} && {sides[1]} <= {sides[2]}")
+    return "(" + " && ".join(checks) + ")"
+
+
+def _tpu_generation_rules(g: TpuGeneration) -> list[Rule]:
+    version = f"self.version != {lit(g.version)}"
+    names = g.machine_type_names
+    topology = f"self.topology in {lits(g.topologies)}"
+    if g.cube_rule is not None:
+        topology += " || " + _cube_expression(g.cube_rule)
+    rules = [
+        Rule(
+            f"{version} || {topology}",
+            f"topology is not valid for TPU {g.version}; expected {g.describe_topologies()}",
+            ".topology",
+        ),
+        Rule(
+            f"!has(self.machineType) || {version} || self.machineType in {lits(names)}",
+            f"machineType does not carry TPU {g.version}; allowed: {', '.join(names)}",
+            ".machineType",
+        ),
+    ]
+    for machine in g.machine_types:
+        hosted = [t for t, hosts in g.topologies.items() if machine.name in hosts]
+        if g.cube_rule is not None and g.cube_rule.machine_type == machine.name:
+            not_hosted = [t for t in g.topologies if t not in hosted]
+            if not not_hosted:
+                continue
+            fits = f"!(self.topology in {lits(not_hosted)})"
+            text = f"{machine.name} cannot host topology {', '.join(not_hosted)}"
+        else:
+            fits = f"self.topology in {lits(hosted)}"
+            text = f"{machine.name} hosts only topology {', '.join(hosted)}"
+        rules.append(
+            Rule(
+                f"!has(self.machineType) || {version} || self.machineType != {lit(machine.name)}"
+                f" || {fits}",
+                f"machineType {text} (chips per VM must divide the slice)",
+                ".machineType",
+            )
+        )
+    return rules
+
+
+def tpu_rules() -> list[Rule]:
+    return [rule for g in TPU_GENERATIONS.values() for rule in _tpu_generation_rules(g)]
+
+
+def gpu_rules() -> list[Rule]:
+    gpus_per_machine = {m.name: m.gpus for a in GPU_ACCELERATORS.values() for m in a.machine_types}
+    per_machine = "{" + ", ".join(f"{lit(k)}: {v}" for k, v in gpus_per_machine.items()) + "}"
+    known = f"self.machineType in {per_machine}"
+    rules = [
+        Rule(
+            "!has(self.machineType) || !has(self.count) || "
+            f"!({known}) || {per_machine}[self.machineType] == self.count",
+            "count must equal the GPUs per VM of machineType",
+            ".count",
+        )
+    ]
+    for a in GPU_ACCELERATORS.values():
+        not_type = f"self.type != {lit(a.type)}"
+        names = a.machine_type_names
+        rules.append(
+            Rule(
+                f"!has(self.machineType) || {not_type} || self.machineType in {lits(names)}",
+                f"machineType does not carry {a.type}; allowed: {', '.join(names)}",
+                ".machineType",
+            )
+        )
+        counts = ", ".join(str(n) for n in a.gpu_counts)
+        rules.append(
+            Rule(
+                f"has(self.machineType) || !has(self.count) || {not_type} || "
+                f"self.count in {lits(a.gpu_counts)}",
+                f"count must be GPUs per VM of a {a.type} machine type: {counts}",
+                ".count",
+            )
+        )
+    return rules
+
+
+def accelerator_rules() -> list[Rule]:
+    return [
+        Rule("has(self.tpu) != has(self.gpu)", "exactly one of tpu or gpu must be set"),
+        Rule(
+            "self == oldSelf",
+            "spec.accelerator is immutable; create a new TrainingRequest instead",
+        ),
+    ]
+
+
+def _duration_bounds(field: str, low_exclusive: str, high: str) -> str:
+    value = f"self.{field}"
+    parses = f"size({value}) >= 2 && {value}.matches({lit(DURATION_PATTERN)})"
+    return (
+        f"!({parses}) || (duration({value}) > duration({lit(low_exclusive)}) && "
+        f"duration({value}) <= duration({lit(high)}))"
+    )
+
+
+def provisioning_rules() -> list[Rule]:
+    most = format_duration(timedelta(seconds=MAX_RUN_DURATION_SECONDS))
+    return [
+        Rule(
+            f"(self.mode == {lit(ProvisioningMode.RESERVATION)}) == has(self.reservation)",
+            "reservation is required when mode is Reservation and not allowed otherwise",
+            ".reservation",
+        ),
+        Rule(
+            _duration_bounds("maxRunDuration", "0s", most),
+            f"maxRunDuration must be more than 0s and at most {most} (7 days)",
+            ".maxRunDuration",
+        ),
+        Rule(
+            "self == oldSelf",
+            "spec.provisioning is immutable; create a new TrainingRequest instead",
+        ),
+    ]
+
+
+def spec_rules() -> list[Rule]:
+    flex = lit(ProvisioningMode.FLEX_START)
+    flex_gpus = [a.type.value for a in GPU_ACCELERATORS.values() if a.flex_start]
+    no_flex_tpus = [v.value for v in FLEX_START_UNSUPPORTED_TPUS]
+    no_tpu_modes = [m.value for m in TPU_UNSUPPORTED_MODES]
+    return [
+        Rule(
+            f"!has(self.accelerator.tpu) || !(self.provisioning.mode in {lits(no_tpu_modes)})",
+            f"mode {', '.join(no_tpu_modes)} is not available for TPUs (GKE rejects queued "
+            "provisioning with TPUs); use FlexStart, Spot, OnDemand or Reservation",
+            ".provisioning.mode",
+        ),
+        Rule(
+            f"!has(self.accelerator.tpu) || self.provisioning.mode != {flex} || "
+            f"!(self.accelerator.tpu.version in {lits(no_flex_tpus)})",
+            f"mode FlexStart is not available for TPU {', '.join(no_flex_tpus)}; "
+            "use Spot, OnDemand or Reservation",
+            ".provisioning.mode",
+        ),
+        Rule(
+            f"!has(self.accelerator.gpu) || self.provisioning.mode != {flex} || "
+            f"self.accelerator.gpu.type in {lits(flex_gpus)}",
+            f"mode FlexStart is available only for GPUs {', '.join(flex_gpus)}",
+            ".provisioning.mode",
+        ),
+    ]
+
+
+def node_pool_rules() -> list[Rule]:
+    return [
+        Rule("!self.existing || has(self.name)", "name is required when existing is true", ".name"),
+        Rule(
+            '!self.existing || self.cleanup != "Delete"',
+            "cleanup Delete is not allowed for an existing pool: the operator never deletes a "
+            "pool it did not create; use ScaleToZero or Keep",
+            ".cleanup",
+        ),
+        Rule(
+            "has(self.name) == has(oldSelf.name) && (!has(self.name) || self.name == oldSelf.name)"
+            " && self.existing == oldSelf.existing",
+            "spec.nodePool.name and spec.nodePool.existing are immutable",
+        ),
+    ]
+
+
+def root_rules() -> list[Rule]:
+    return [
+        Rule(
+            f"size(self.metadata.name) <= {MAX_NAME_LENGTH} && "
+            f"self.metadata.name.matches({lit(NAME_PATTERN)})",
+            f"metadata.name must be a DNS label of at most {MAX_NAME_LENGTH} characters that "
+            "starts with a letter (the Job, Service and pod hostnames are derived from it)",
+            ".metadata.name",
+        )
+    ]
+
+
+#: Where each group of rules is attached, by field path below the root schema.
+RULES_BY_PATH: dict[tuple[str, ...], list[Rule]] = {
+    (): root_rules(),
+    ("spec",): spec_rules(),
+    ("spec", "accelerator"): accelerator_rules(),
+    ("spec", "accelerator", "tpu"): tpu_rules(),
+    ("spec", "accelerator", "gpu"): gpu_rules(),
+    ("spec", "provisioning"): provisioning_rules(),
+    ("spec", "nodePool"): node_pool_rules(),
+}

@@ -1,0 +1,269 @@
+"""Chip math: from a TrainingRequest spec to the slice GKE must provide.
+
+`plan_slice` is pure. It raises `InvalidSpec` (every broken rule, each naming its
+field) and otherwise returns a `SlicePlan`: machine type, node count, the labels
+pods select, the taints they tolerate, and the node pool settings of the mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from dws_operator.api import ApiModel, PlanSummary, TrainingRequestSpec
+from dws_operator.catalog import (
+    GPU_ACCELERATOR_LABEL_KEY,
+    GPU_ACCELERATORS,
+    GPU_RESOURCE,
+    GPU_TAINT_KEY,
+    GPU_TAINT_VALUE,
+    MODE_SETTINGS,
+    NODE_POOL_LABEL_KEY,
+    TPU_ACCELERATOR_LABEL_KEY,
+    TPU_GENERATIONS,
+    TPU_RESOURCE,
+    TPU_TAINT_KEY,
+    TPU_TAINT_VALUE,
+    TPU_TOPOLOGY_LABEL_KEY,
+    ModeSettings,
+    ProvisioningMode,
+    ReservationAffinity,
+    Toleration,
+    default_machine_type,
+    topology_chips,
+)
+from dws_operator.catalog.modes import RESERVATION_NAME_KEY
+from dws_operator.durations import parse_duration
+from dws_operator.errors import InvalidSpec
+from dws_operator.validation import spec_errors
+
+
+class PlanModel(ApiModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class TolerationPlan(PlanModel):
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    @classmethod
+    def of(cls, toleration: Toleration) -> TolerationPlan:
+        return cls(
+            key=toleration.key,
+            operator=toleration.operator,
+            value=toleration.value,
+            effect=toleration.effect,
+        )
+
+
+class AutoscalingPlan(PlanModel):
+    enabled: bool = True
+    min_node_count: int = 0
+    max_node_count: int
+    location_policy: str | None = None
+
+
+class ReservationAffinityPlan(PlanModel):
+    consume_reservation_type: ReservationAffinity
+    key: str | None = None
+    values: tuple[str, ...] = ()
+
+
+class PlacementPlan(PlanModel):
+    type: Literal["COMPACT"] = "COMPACT"
+    tpu_topology: str
+
+
+class NodePoolSettings(PlanModel):
+    """What the node pool must look like for this slice and mode (section 3 of the facts)."""
+
+    mode: ProvisioningMode
+    name: str | None = None
+    machine_type: str
+    flex_start: bool
+    queued_provisioning: bool
+    spot: bool
+    #: Pools start empty and scale with demand, so nothing runs before the work does.
+    initial_node_count: int = 0
+    autoscaling: AutoscalingPlan
+    reservation_affinity: ReservationAffinityPlan | None = None
+    auto_repair: bool | None = None
+    placement_policy: PlacementPlan | None = None
+    max_run_duration_seconds: int | None = None
+    needs_provisioning_request: bool = False
+    zones: tuple[str, ...] = ()
+    accelerator_type: str | None = Field(None, description="GPU type attached to each VM.")
+    accelerator_count: int | None = None
+
+
+class SlicePlan(PlanModel):
+    kind: Literal["tpu", "gpu"]
+    accelerator: str
+    accelerator_label: str
+    topology: str | None = None
+    machine_type: str
+    chips_per_node: int
+    nodes: int
+    total_chips: int
+    single_host: bool
+    resource_name: str
+    node_selector: dict[str, str]
+    tolerations: tuple[TolerationPlan, ...]
+    node_pool: NodePoolSettings
+    max_restarts: int
+    max_wait_seconds: int = Field(description="0 waits for capacity forever.")
+    max_run_seconds: int
+
+    @property
+    def shape(self) -> str:
+        return self.topology if self.topology else f"{self.total_chips} GPUs"
+
+    def summary(self) -> PlanSummary:
+        return PlanSummary(
+            accelerator=self.accelerator,
+            accelerator_label=self.accelerator_label,
+            shape=self.shape,
+            machine_type=self.machine_type,
+            nodes=self.nodes,
+            chips_per_node=self.chips_per_node,
+            total_chips=self.total_chips,
+            single_host=self.single_host,
+            resource_name=self.resource_name,
+            node_selector=dict(self.node_selector),
+        )
+
+
+@dataclass(frozen=True)
+class _Shape:
+    kind: Literal["tpu", "gpu"]
+    accelerator: str
+    label_key: str
+    label: str
+    machine_type: str
+    chips_per_node: int
+    nodes: int
+    resource_name: str
+    taint: Toleration
+    topology: str | None = None
+    gpu_type: str | None = None
+
+
+def _shape(spec: TrainingRequestSpec) -> _Shape:
+    tpu, gpu = spec.accelerator.tpu, spec.accelerator.gpu
+    if tpu is not None:
+        generation = TPU_GENERATIONS[tpu.version]
+        machine_type = tpu.machine_type or default_machine_type(generation, tpu.topology)
+        machine = generation.machine_type(machine_type)
+        assert machine is not None  # spec_errors checked it
+        return _Shape(
+            kind="tpu",
+            accelerator=f"tpu-{tpu.version}",
+            label_key=TPU_ACCELERATOR_LABEL_KEY,
+            label=generation.accelerator_label,
+            machine_type=machine.name,
+            chips_per_node=machine.chips,
+            nodes=topology_chips(tpu.topology) // machine.chips,
+            resource_name=TPU_RESOURCE,
+            taint=Toleration(TPU_TAINT_KEY, TPU_TAINT_VALUE),
+            topology=tpu.topology,
+        )
+    assert gpu is not None  # AcceleratorSpec guarantees exactly one
+    accelerator = GPU_ACCELERATORS[gpu.type]
+    chosen = gpu.machine_type or (
+        accelerator.machine_type_for_count(gpu.count) if gpu.count else None
+    )
+    gpu_machine = accelerator.machine_type(chosen or accelerator.default_machine_type)
+    assert gpu_machine is not None
+    return _Shape(
+        kind="gpu",
+        accelerator=gpu.type.value,
+        label_key=GPU_ACCELERATOR_LABEL_KEY,
+        label=gpu.type.value,
+        machine_type=gpu_machine.name,
+        chips_per_node=gpu_machine.gpus,
+        nodes=gpu.nodes,
+        resource_name=GPU_RESOURCE,
+        taint=Toleration(GPU_TAINT_KEY, GPU_TAINT_VALUE),
+        gpu_type=gpu.type.value,
+    )
+
+
+def _node_pool(
+    spec: TrainingRequestSpec, shape: _Shape, mode: ModeSettings, pool_name: str | None
+) -> NodePoolSettings:
+    provisioning = spec.provisioning
+    affinity = None
+    if mode.reservation_affinity == ReservationAffinity.SPECIFIC_RESERVATION:
+        affinity = ReservationAffinityPlan(
+            consume_reservation_type=mode.reservation_affinity,
+            key=RESERVATION_NAME_KEY,
+            values=(provisioning.reservation or "",),
+        )
+    elif mode.reservation_affinity is not None:
+        affinity = ReservationAffinityPlan(consume_reservation_type=mode.reservation_affinity)
+    multi_host_tpu = shape.kind == "tpu" and shape.nodes > 1 and shape.topology is not None
+    return NodePoolSettings(
+        mode=mode.mode,
+        name=pool_name,
+        machine_type=shape.machine_type,
+        flex_start=mode.flex_start,
+        queued_provisioning=mode.queued_provisioning,
+        spot=mode.spot,
+        autoscaling=AutoscalingPlan(
+            max_node_count=shape.nodes, location_policy=mode.location_policy
+        ),
+        reservation_affinity=affinity,
+        auto_repair=mode.auto_repair,
+        placement_policy=PlacementPlan(tpu_topology=shape.topology or "")
+        if multi_host_tpu
+        else None,
+        max_run_duration_seconds=(
+            int(parse_duration(provisioning.max_run_duration).total_seconds())
+            if mode.node_max_run_duration
+            else None
+        ),
+        needs_provisioning_request=mode.needs_provisioning_request,
+        zones=tuple(provisioning.zones or ()),
+        accelerator_type=shape.gpu_type,
+        accelerator_count=shape.chips_per_node if shape.gpu_type else None,
+    )
+
+
+def plan_slice(spec: TrainingRequestSpec, pool_name: str | None = None) -> SlicePlan:
+    """Resolve the slice for `spec`; `pool_name` adds the node pool selector when known."""
+    errors = spec_errors(spec)
+    if errors:
+        raise InvalidSpec(errors)
+    shape = _shape(spec)
+    mode = MODE_SETTINGS[spec.provisioning.mode]
+    selector = {shape.label_key: shape.label}
+    if shape.topology is not None:
+        selector[TPU_TOPOLOGY_LABEL_KEY] = shape.topology
+    selector.update(mode.node_selector)
+    if pool_name is not None:
+        selector[NODE_POOL_LABEL_KEY] = pool_name
+    tolerations = (shape.taint, *mode.tolerations)
+    return SlicePlan(
+        kind=shape.kind,
+        accelerator=shape.accelerator,
+        accelerator_label=shape.label,
+        topology=shape.topology,
+        machine_type=shape.machine_type,
+        chips_per_node=shape.chips_per_node,
+        nodes=shape.nodes,
+        total_chips=shape.nodes * shape.chips_per_node,
+        single_host=shape.nodes == 1,
+        resource_name=shape.resource_name,
+        node_selector=selector,
+        tolerations=tuple(TolerationPlan.of(t) for t in tolerations),
+        node_pool=_node_pool(spec, shape, mode, pool_name),
+        max_restarts=(
+            spec.max_restarts if spec.max_restarts is not None else mode.default_max_restarts
+        ),
+        max_wait_seconds=int(parse_duration(spec.provisioning.max_wait_duration).total_seconds()),
+        max_run_seconds=int(parse_duration(spec.provisioning.max_run_duration).total_seconds()),
+    )

@@ -1,0 +1,43 @@
+"""Small builders for TrainingRequest specs in tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dws_operator.api import TrainingRequestSpec
+
+CONTAINER = {"name": "train", "image": "us-docker.pkg.dev/example/train:1"}
+
+
+def make_spec(
+    accelerator: dict[str, Any],
+    mode: str = "FlexStart",
+    **extra: Any,
+) -> TrainingRequestSpec:
+    provisioning: dict[str, Any] = {"mode": mode, **extra.pop("provisioning", {})}
+    return TrainingRequestSpec.model_validate(
+        {
+            "accelerator": accelerator,
+            "provisioning": provisioning,
+            "template": {"spec": {"containers": [CONTAINER]}},
+            **extra,
+        }
+    )
+
+
+def tpu(version: str, topology: str, machine_type: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"version": version, "topology": topology}
+    if machine_type:
+        body["machineType"] = machine_type
+    return {"tpu": body}
+
+
+def gpu(
+    type_: str, nodes: int = 1, machine_type: str | None = None, count: int | None = None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"type": type_, "nodes": nodes}
+    if machine_type:
+        body["machineType"] = machine_type
+    if count is not None:
+        body["count"] = count
+    return {"gpu": body}

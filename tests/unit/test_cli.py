@@ -1,0 +1,174 @@
+"""`dws-operator plan` and `dws-operator crd` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dws_operator.cli import main
+from dws_operator.crd import render_crd_yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as stop:
+        code = int(stop.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_v6e_4x4_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "plan", "--tpu", "v6e", "--topology", "4x4", "-o", "json")
+    assert (code, err) == (0, "")
+    plan = json.loads(out)
+    assert plan["machineType"] == "ct6e-standard-4t"
+    assert (plan["nodes"], plan["chipsPerNode"], plan["totalChips"]) == (4, 4, 16)
+    assert plan["acceleratorLabel"] == "tpu-v6e-slice"
+    assert plan["singleHost"] is False
+    assert plan["resourceName"] == "google.com/tpu"
+    assert plan["nodeSelector"]["cloud.google.com/gke-flex-start"] == "true"
+    assert plan["tolerations"] == [
+        {"key": "google.com/tpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+    ]
+    assert plan["nodePool"]["flexStart"] is True
+    assert plan["nodePool"]["autoscaling"]["maxNodeCount"] == 4
+
+
+def test_gpu_json_with_count(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "plan", "--gpu", "nvidia-h100-80gb", "--nodes", "2", "--count", "4", "-o", "json"
+    )
+    plan = json.loads(out)
+    assert code == 0
+    assert (plan["machineType"], plan["nodes"], plan["totalChips"]) == ("a3-highgpu-4g", 2, 8)
+
+
+def test_table_is_aligned(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "--tpu", "v5p", "--topology", "2x2x4", "--mode", "Spot")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("Accelerator")
+    value_column = {len(line) - len(line[line.index("  ") :].lstrip()) for line in lines}
+    assert len(value_column) == 1, out
+    assert "4 x 4 chips = 16 chips (multi-host)" in out
+    assert "cloud.google.com/gke-spot=true" in out
+
+
+def test_yaml_output(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "--gpu", "nvidia-l4", "--nodes", "1", "-o", "yaml")
+    assert code == 0
+    assert yaml.safe_load(out)["machineType"] == "g2-standard-96"
+
+
+@pytest.mark.parametrize(
+    ("argv", "names"),
+    [
+        (["--tpu", "v9", "--topology", "4x4"], ["--tpu", "spec.accelerator.tpu.version", "v6e"]),
+        (["--tpu", "v6e", "--topology", "4x"], ["--topology", "malformed"]),
+        (["--tpu", "v6e", "--topology", "4x4x4"], ["--topology", "1x1, 2x2"]),
+        (["--tpu", "v6e"], ["--topology", "required"]),
+        (["--gpu", "nvidia-l4"], ["--nodes", "required"]),
+        (
+            ["--tpu", "v6e", "--topology", "4x4", "--mode", "QueuedProvisioning"],
+            ["--mode", "allowed: FlexStart, Spot, OnDemand, Reservation"],
+        ),
+        (["--tpu", "v4", "--topology", "2x2x1"], ["--mode", "TPU v4"]),
+        (
+            ["--tpu", "v6e", "--topology", "2x2", "--machine-type", "ct6e-standard-8t"],
+            ["--machine-type", "allowed: ct6e-standard-4t"],
+        ),
+        (
+            ["--gpu", "nvidia-h100-80gb", "--nodes", "1", "--machine-type", "a2-highgpu-8g"],
+            ["--machine-type", "a3-highgpu-8g"],
+        ),
+        (["--gpu", "nvidia-h100-80gb", "--nodes", "1", "--count", "3"], ["--count", "1, 2, 4, 8"]),
+        (["--gpu", "nvidia-x", "--nodes", "1"], ["--gpu", "nvidia-h100-80gb"]),
+        (["--tpu", "v6e", "--topology", "4x4", "--mode", "Reservation"], ["--reservation"]),
+        (
+            ["--tpu", "v6e", "--topology", "4x4", "--max-run-duration", "8d"],
+            ["--max-run-duration", "malformed"],
+        ),
+        (
+            ["--tpu", "v6e", "--topology", "4x4", "--max-run-duration", "200h"],
+            ["--max-run-duration", "168h"],
+        ),
+        (["--gpu", "nvidia-l4", "--nodes", "x"], ["--nodes", "invalid int value"]),
+        (["--tpu", "v6e", "--gpu", "nvidia-l4"], ["not allowed with"]),
+        ([], ["one of the arguments --tpu --gpu -f/--filename is required"]),
+    ],
+)
+def test_invalid_input_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], names: list[str]
+) -> None:
+    code, out, err = run(capsys, "plan", *argv)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1, err
+    for name in names:
+        assert name in err
+
+
+def test_plan_from_manifest_derives_the_pool_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    manifest = yaml.safe_load((ROOT / "manifests/samples/tpu-v6e-flex-start.yaml").read_text())
+    manifest["metadata"]["uid"] = "0f6c2c35-3b1e-4f9a-9c55-6a0d7e3b8a11"
+    path = tmp_path / "tr.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    code, out, _ = run(capsys, "plan", "-f", str(path), "-o", "json")
+    plan = json.loads(out)
+    assert code == 0
+    assert plan["nodePool"]["name"].startswith("dws-llama-v6e-4x4-")
+    assert plan["nodeSelector"]["cloud.google.com/gke-nodepool"] == plan["nodePool"]["name"]
+    assert plan["maxWaitSeconds"] == 6 * 3600
+
+
+def test_plan_from_bad_manifest(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "tr.yaml"
+    path.write_text("spec:\n  accelerator: {tpu: {version: v6e, topology: 4x4}}\n")
+    code, _, err = run(capsys, "plan", "-f", str(path))
+    assert code == 2
+    assert err.strip() == "dws-operator plan: spec.provisioning: Field required"
+
+
+@pytest.mark.parametrize("sample", sorted((ROOT / "manifests/samples").glob("*.yaml")))
+def test_every_sample_plans(capsys: pytest.CaptureFixture[str], sample: Path) -> None:
+    code, out, err = run(capsys, "plan", "-f", str(sample), "-o", "json")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["nodes"] >= 1
+
+
+def test_crd_command_prints_the_generated_crd(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "crd")
+    assert code == 0
+    assert out == render_crd_yaml()
+
+
+def test_console_entry_point() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dws_operator",
+            "plan",
+            "--tpu",
+            "v5e",
+            "--topology",
+            "1x1",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["machineType"] == "ct5lp-hightpu-1t"
