@@ -27,7 +27,7 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   rm -rf "$venv"
   mkdir -p "$(dirname "$venv")"
   "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --upgrade pip "setuptools>=69" wheel >&2
+  "$venv/bin/python" -m pip install --quiet --upgrade pip "setuptools>=77" wheel >&2
   # Dependencies only; the project itself is linked below, at every run, so a
   # cached venv always points at the checkout being tested.
   "$venv/bin/python" - "$root/pyproject.toml" >"$venv/requirements.txt" <<'PY'
