@@ -9,20 +9,31 @@ from dws_operator.api import TrainingRequestSpec
 CONTAINER = {"name": "train", "image": "us-docker.pkg.dev/example/train:1"}
 
 
-def make_spec(
-    accelerator: dict[str, Any],
-    mode: str = "FlexStart",
-    **extra: Any,
-) -> TrainingRequestSpec:
+def spec_body(accelerator: dict[str, Any], mode: str = "FlexStart", **extra: Any) -> dict[str, Any]:
+    """A raw spec mapping, as a user would write it (not validated)."""
     provisioning: dict[str, Any] = {"mode": mode, **extra.pop("provisioning", {})}
-    return TrainingRequestSpec.model_validate(
-        {
-            "accelerator": accelerator,
-            "provisioning": provisioning,
-            "template": {"spec": {"containers": [CONTAINER]}},
-            **extra,
-        }
-    )
+    return {
+        "accelerator": accelerator,
+        "provisioning": provisioning,
+        "template": {"spec": {"containers": [CONTAINER]}},
+        **extra,
+    }
+
+
+def make_spec(
+    accelerator: dict[str, Any], mode: str = "FlexStart", **extra: Any
+) -> TrainingRequestSpec:
+    return TrainingRequestSpec.model_validate(spec_body(accelerator, mode, **extra))
+
+
+def manifest(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A whole TrainingRequest object."""
+    return {
+        "apiVersion": "dws-operator.dev/v1alpha1",
+        "kind": "TrainingRequest",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def tpu(version: str, topology: str, machine_type: str | None = None) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from dws_operator.catalog import (
@@ -37,14 +37,30 @@ class Rule:
     message: str
     field_path: str | None = None
     reason: str | None = None
+    #: Required fields the rule reads. The API server runs CEL even when a required
+    #: field is missing; the guard keeps that case to the one clear "Required value"
+    #: error instead of adding a "no such key" evaluation error.
+    needs: tuple[str, ...] = ()
+
+    def expression(self) -> str:
+        if not self.needs:
+            return self.rule
+        present = " && ".join(_has_chain(path) for path in self.needs)
+        return f"!({present}) || ({self.rule})"
 
     def to_schema(self) -> dict[str, str]:
-        out = {"rule": self.rule, "message": self.message}
+        out = {"rule": self.expression(), "message": self.message}
         if self.field_path:
             out["fieldPath"] = self.field_path
         if self.reason:
             out["reason"] = self.reason
         return out
+
+
+def _has_chain(path: str) -> str:
+    """`provisioning.mode` -> `has(self.provisioning) && has(self.provisioning.mode)`."""
+    parts = path.split(".")
+    return " && ".join(f"has(self.{'.'.join(parts[: i + 1])})" for i in range(len(parts)))
 
 
 def lit(value: str) -> str:
@@ -175,6 +191,7 @@ def provisioning_rules() -> list[Rule]:
             f"(self.mode == {lit(ProvisioningMode.RESERVATION)}) == has(self.reservation)",
             "reservation is required when mode is Reservation and not allowed otherwise",
             ".reservation",
+            needs=("mode",),
         ),
         Rule(
             _duration_bounds("maxRunDuration", "0s", most),
@@ -246,12 +263,16 @@ def root_rules() -> list[Rule]:
 
 
 #: Where each group of rules is attached, by field path below the root schema.
+def _needing(rules: list[Rule], *fields: str) -> list[Rule]:
+    return [replace(rule, needs=fields) for rule in rules]
+
+
 RULES_BY_PATH: dict[tuple[str, ...], list[Rule]] = {
     (): root_rules(),
-    ("spec",): spec_rules(),
+    ("spec",): _needing(spec_rules(), "accelerator", "provisioning.mode"),
     ("spec", "accelerator"): accelerator_rules(),
-    ("spec", "accelerator", "tpu"): tpu_rules(),
-    ("spec", "accelerator", "gpu"): gpu_rules(),
+    ("spec", "accelerator", "tpu"): _needing(tpu_rules(), "version", "topology"),
+    ("spec", "accelerator", "gpu"): _needing(gpu_rules(), "type"),
     ("spec", "provisioning"): provisioning_rules(),
     ("spec", "nodePool"): node_pool_rules(),
 }

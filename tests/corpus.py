@@ -1,0 +1,216 @@
+"""TrainingRequests GKE would refuse, shared by the unit tests (Python rules) and the
+cluster tests (the API server's CEL rules): both must reject each, naming the same field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.builders import gpu, tpu
+
+#: (case, make_spec kwargs, field the error must name, words the Python message contains)
+INVALID: list[tuple[str, dict[str, Any], str, str]] = [
+    (
+        "tpu-queued",
+        {"accelerator": tpu("v6e", "4x4"), "mode": "QueuedProvisioning"},
+        "spec.provisioning.mode",
+        "not available for TPUs",
+    ),
+    (
+        "tpu-v5p-queued",
+        {"accelerator": tpu("v5p", "2x2x1"), "mode": "QueuedProvisioning"},
+        "spec.provisioning.mode",
+        "not available for TPUs",
+    ),
+    (
+        "tpu-v4-flex",
+        {"accelerator": tpu("v4", "2x2x2"), "mode": "FlexStart"},
+        "spec.provisioning.mode",
+        "FlexStart is not available for TPU v4",
+    ),
+    (
+        "gb200-flex",
+        {"accelerator": gpu("nvidia-gb200"), "mode": "FlexStart"},
+        "spec.provisioning.mode",
+        "FlexStart is not available for nvidia-gb200",
+    ),
+    (
+        "tpu-machine-wrong-generation",
+        {"accelerator": tpu("v6e", "4x4", "ct5lp-hightpu-4t"), "mode": "Spot"},
+        "spec.accelerator.tpu.machineType",
+        "does not carry TPU v6e",
+    ),
+    (
+        "tpu-machine-gpu-type",
+        {"accelerator": tpu("v5e", "2x2", "a3-highgpu-8g"), "mode": "Spot"},
+        "spec.accelerator.tpu.machineType",
+        "does not carry TPU v5e",
+    ),
+    (
+        "tpu-chips-do-not-divide",
+        {"accelerator": tpu("v6e", "2x2", "ct6e-standard-8t"), "mode": "Spot"},
+        "spec.accelerator.tpu.machineType",
+        "not a multiple of the 8 chips",
+    ),
+    (
+        "tpu-1x1-on-4t",
+        {"accelerator": tpu("v5e", "1x1", "ct5lp-hightpu-4t"), "mode": "Spot"},
+        "spec.accelerator.tpu.machineType",
+        "not a multiple of the 4 chips",
+    ),
+    (
+        "tpu-8t-beyond-one-vm",
+        {"accelerator": tpu("v6e", "4x4", "ct6e-standard-8t"), "mode": "Spot"},
+        "spec.accelerator.tpu.machineType",
+        "cannot host topology 4x4",
+    ),
+    (
+        "tpu-1t-multi-chip",
+        {"accelerator": tpu("v6e", "2x2", "ct6e-standard-1t"), "mode": "Spot"},
+        "spec.accelerator.tpu.machineType",
+        "cannot host topology 2x2",
+    ),
+    (
+        "tpu7x-1t-2x2x1",
+        {"accelerator": tpu("tpu7x", "2x2x1", "tpu7x-standard-1t"), "mode": "Spot"},
+        "spec.accelerator.tpu.machineType",
+        "cannot host topology 2x2x1",
+    ),
+    (
+        "v6e-3d",
+        {"accelerator": tpu("v6e", "4x4x4"), "mode": "Spot"},
+        "spec.accelerator.tpu.topology",
+        "not valid for TPU v6e",
+    ),
+    (
+        "v6e-unlisted",
+        {"accelerator": tpu("v6e", "4x2"), "mode": "Spot"},
+        "spec.accelerator.tpu.topology",
+        "not valid for TPU v6e",
+    ),
+    (
+        "v6e-too-big",
+        {"accelerator": tpu("v6e", "16x32"), "mode": "Spot"},
+        "spec.accelerator.tpu.topology",
+        "not valid for TPU v6e",
+    ),
+    (
+        "v4-2d",
+        {"accelerator": tpu("v4", "4x4"), "mode": "Spot"},
+        "spec.accelerator.tpu.topology",
+        "not valid for TPU v4",
+    ),
+    (
+        "v4-side-not-multiple",
+        {"accelerator": tpu("v4", "4x4x6"), "mode": "Spot"},
+        "spec.accelerator.tpu.topology",
+        "not valid for TPU v4",
+    ),
+    (
+        "v4-side-over-256",
+        {"accelerator": tpu("v4", "4x4x260"), "mode": "Spot"},
+        "spec.accelerator.tpu.topology",
+        "not valid for TPU v4",
+    ),
+    (
+        "v4-too-many-cubes",
+        {"accelerator": tpu("v4", "8x8x68"), "mode": "Spot"},
+        "spec.accelerator.tpu.topology",
+        "at most 64 cubes",
+    ),
+    (
+        "v5p-unsorted",
+        {"accelerator": tpu("v5p", "8x4x4"), "mode": "Spot"},
+        "spec.accelerator.tpu.topology",
+        "A<=B<=C",
+    ),
+    (
+        "v5p-too-many-cubes",
+        {"accelerator": tpu("v5p", "4x4x564"), "mode": "Spot"},
+        "spec.accelerator.tpu.topology",
+        "at most 140 cubes",
+    ),
+    (
+        "tpu7x-too-many-cubes",
+        {"accelerator": tpu("tpu7x", "4x4x580"), "mode": "Spot"},
+        "spec.accelerator.tpu.topology",
+        "at most 144 cubes",
+    ),
+    (
+        "v5e-1x1x1",
+        {"accelerator": tpu("v5e", "1x1x1"), "mode": "Spot"},
+        "spec.accelerator.tpu.topology",
+        "not valid for TPU v5e",
+    ),
+    (
+        "gpu-machine-mismatch",
+        {"accelerator": gpu("nvidia-h100-80gb", machine_type="a2-highgpu-8g"), "mode": "Spot"},
+        "spec.accelerator.gpu.machineType",
+        "does not carry nvidia-h100-80gb",
+    ),
+    (
+        "gpu-machine-tpu-type",
+        {"accelerator": gpu("nvidia-l4", machine_type="ct6e-standard-4t"), "mode": "Spot"},
+        "spec.accelerator.gpu.machineType",
+        "does not carry nvidia-l4",
+    ),
+    (
+        "gpu-count-vs-machine",
+        {
+            "accelerator": gpu("nvidia-h100-80gb", machine_type="a3-highgpu-8g", count=4),
+            "mode": "Spot",
+        },
+        "spec.accelerator.gpu.count",
+        "has 8 GPUs per VM, not 4",
+    ),
+    (
+        "gpu-count-unavailable",
+        {"accelerator": gpu("nvidia-h200-141gb", count=4), "mode": "Spot"},
+        "spec.accelerator.gpu.count",
+        "no nvidia-h200-141gb machine type has 4",
+    ),
+    (
+        "run-over-7-days",
+        {"accelerator": tpu("v6e", "4x4"), "provisioning": {"maxRunDuration": "169h"}},
+        "spec.provisioning.maxRunDuration",
+        "at most 168h",
+    ),
+    (
+        "run-over-7-days-in-minutes",
+        {"accelerator": tpu("v6e", "4x4"), "provisioning": {"maxRunDuration": "10081m"}},
+        "spec.provisioning.maxRunDuration",
+        "at most 168h",
+    ),
+    (
+        "run-zero",
+        {"accelerator": tpu("v6e", "4x4"), "provisioning": {"maxRunDuration": "0s"}},
+        "spec.provisioning.maxRunDuration",
+        "more than 0s",
+    ),
+    (
+        "reservation-without-name",
+        {"accelerator": tpu("v6e", "4x4"), "mode": "Reservation"},
+        "spec.provisioning.reservation",
+        "required when mode is Reservation",
+    ),
+    (
+        "reservation-name-without-mode",
+        {"accelerator": tpu("v6e", "4x4"), "provisioning": {"reservation": "r1"}},
+        "spec.provisioning.reservation",
+        "only allowed when mode is Reservation",
+    ),
+    (
+        "existing-without-name",
+        {"accelerator": tpu("v6e", "4x4"), "nodePool": {"existing": True}},
+        "spec.nodePool.name",
+        "required when existing is true",
+    ),
+    (
+        "existing-delete",
+        {
+            "accelerator": tpu("v6e", "4x4"),
+            "nodePool": {"existing": True, "name": "pool-a", "cleanup": "Delete"},
+        },
+        "spec.nodePool.cleanup",
+        "never deletes a pool it did not create",
+    ),
+]
