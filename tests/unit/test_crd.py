@@ -98,7 +98,7 @@ def test_defaults(schema: dict[str, Any]) -> None:
     assert provisioning["maxWaitDuration"]["default"] == "24h"
     assert provisioning["maxRunDuration"]["default"] == "168h"
     node_pool = at_path(schema, ("spec", "nodePool"))
-    assert node_pool["default"] == {}
+    assert node_pool["default"] == {"existing": False, "cleanup": "ScaleToZero"}
     assert node_pool["properties"]["cleanup"]["default"] == "ScaleToZero"
 
 
@@ -147,7 +147,7 @@ def _find(rules: list[dict[str, str]], words: str) -> dict[str, str]:
         (("spec", "accelerator", "gpu"), "does not carry nvidia-h100-80gb", ".machineType"),
         (("spec", "accelerator", "gpu"), "count must equal the GPUs per VM", ".count"),
         (("spec", "nodePool"), "name is required when existing is true", ".name"),
-        ((), "metadata.name must be a DNS label", ".metadata.name"),
+        ((), "metadata.name must be a DNS label", None),
     ],
 )
 def test_cel_rule_for_each_invalid_case(

@@ -186,9 +186,10 @@ class TrainingRequestSpec(ApiModel):
     node_pool: NodePoolPolicy = Field(
         default_factory=NodePoolPolicy,
         description="The GKE node pool and its clean-up.",
-        # default_factory leaves no default in the JSON schema; the API server needs
-        # one to apply the nested defaults (cleanup) when nodePool is omitted.
-        json_schema_extra={"default": {}},
+        # default_factory leaves no default in the JSON schema. The API server checks a
+        # default against the CEL rules without applying the defaults nested in it, so
+        # the default is spelled out in full.
+        json_schema_extra={"default": {"existing": False, "cleanup": "ScaleToZero"}},
     )
     queue_name: str | None = Field(
         None,

@@ -257,7 +257,6 @@ def root_rules() -> list[Rule]:
             f"self.metadata.name.matches({lit(NAME_PATTERN)})",
             f"metadata.name must be a DNS label of at most {MAX_NAME_LENGTH} characters that "
             "starts with a letter (the Job, Service and pod hostnames are derived from it)",
-            ".metadata.name",
         )
     ]
 
