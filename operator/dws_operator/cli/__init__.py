@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from dws_operator import __version__
-from dws_operator.cli import crd, plan
+from dws_operator.cli import crd, devcluster, plan
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     plan.register(commands)
     crd.register(commands)
+    devcluster.register(commands)
     return parser
 
 

@@ -1,0 +1,72 @@
+"""Installing CustomResourceDefinitions into a cluster and waiting until they serve."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s
+
+from dws_operator.crd import custom_resource_definition
+from dws_operator.devcluster.binaries import third_party_crds
+
+FIELD_MANAGER = "dws-operator"
+
+
+def load_crd_files(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    documents: list[dict[str, Any]] = []
+    for path in paths:
+        for document in yaml.safe_load_all(path.read_text()):
+            if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":
+                documents.append(document)
+    return documents
+
+
+def _established(crd: Any) -> bool:
+    conditions = (crd.status.conditions if crd.status else None) or []
+    return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+
+def apply_crds(
+    api: k8s.ApiClient, documents: Iterable[dict[str, Any]], timeout: float = 60.0
+) -> list[str]:
+    """Create or replace each CRD, then wait until every one is Established."""
+    extensions = k8s.ApiextensionsV1Api(api)
+    names: list[str] = []
+    for document in documents:
+        name = document["metadata"]["name"]
+        names.append(name)
+        # Server-side apply: idempotent, so re-running against a live cluster is safe.
+        extensions.patch_custom_resource_definition(
+            name,
+            document,
+            field_manager=FIELD_MANAGER,
+            force=True,
+            _content_type="application/apply-patch+yaml",
+        )
+    deadline = time.monotonic() + timeout
+    pending = list(names)
+    while pending:
+        pending = [
+            n for n in pending if not _established(extensions.read_custom_resource_definition(n))
+        ]
+        if pending and time.monotonic() > deadline:
+            raise TimeoutError(f"CRDs not Established after {timeout:.0f}s: {', '.join(pending)}")
+        if pending:
+            time.sleep(0.1)
+    return names
+
+
+def install_training_request_crd(api: k8s.ApiClient) -> str:
+    return apply_crds(api, [custom_resource_definition()])[0]
+
+
+def install_third_party_crds(
+    api: k8s.ApiClient, kinds: Iterable[str] = ("provisioningrequest", "kueue")
+) -> list[str]:
+    """Kueue's and the ProvisioningRequest CRDs, from the pinned Go modules."""
+    files = [path for kind in kinds for path in third_party_crds(kind)]
+    return apply_crds(api, load_crd_files(files))

@@ -1,0 +1,84 @@
+"""Fixtures for tests against a real control plane (etcd + kube-apiserver + controllers).
+
+Every test in this directory is marked `cluster`: `pytest -m "not cluster"` skips them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from dws_operator.devcluster import DevCluster, DevClusterOptions
+from dws_operator.devcluster.crds import install_training_request_crd
+
+HERE = Path(__file__).parent
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.cluster)
+
+
+@pytest.fixture(scope="session")
+def devcluster() -> Iterator[DevCluster]:
+    with DevCluster(DevClusterOptions(controllers=True)) as cluster:
+        print(
+            f"\ndevcluster ready in {cluster.startup_seconds:.2f}s at {cluster.server}",
+            file=sys.stderr,
+        )
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def api(devcluster: DevCluster) -> Iterator[k8s.ApiClient]:
+    client = k8s_config.new_client_from_config(config_file=str(devcluster.kubeconfig))  # type: ignore[no-untyped-call]
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def training_request_crd(api: k8s.ApiClient) -> str:
+    """Installs the generated TrainingRequest CRD once per session; returns its name."""
+    return install_training_request_crd(api)
+
+
+@pytest.fixture
+def namespace(api: k8s.ApiClient) -> Iterator[str]:
+    """A fresh namespace per test, deleted afterwards."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core = k8s.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def kubectl(devcluster: DevCluster) -> Kubectl:
+    """Runs the pinned kubectl against the cluster; never raises on a non-zero exit."""
+
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                str(devcluster.binaries["kubectl"]),
+                "--kubeconfig",
+                str(devcluster.kubeconfig),
+                *args,
+            ],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    return run

@@ -1,0 +1,347 @@
+"""The real API server enforces the generated CRD: schema, CEL rules, immutability,
+defaults and the status subresource."""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from dws_operator.api import GROUP, PLURAL, VERSION, TrainingRequestSpec
+from dws_operator.catalog import GPU_ACCELERATORS, TPU_GENERATIONS, ProvisioningMode
+from dws_operator.validation import spec_errors
+from tests.builders import CONTAINER, gpu, manifest, spec_body, tpu
+from tests.corpus import INVALID
+from tests.unit import facts
+
+pytestmark = pytest.mark.usefixtures("training_request_crd")
+
+
+def _objects(api: k8s.ApiClient) -> k8s.CustomObjectsApi:
+    return k8s.CustomObjectsApi(api)
+
+
+def create(
+    api: k8s.ApiClient, namespace: str, body: dict[str, Any], dry_run: bool = True
+) -> dict[str, Any]:
+    result: dict[str, Any] = _objects(api).create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        body,
+        dry_run="All" if dry_run else None,
+        field_validation="Strict",
+    )
+    return result
+
+
+def rejection(api: k8s.ApiClient, namespace: str, body: dict[str, Any]) -> tuple[str, list[str]]:
+    """The server's message and the fields its causes name; fails if it accepts `body`."""
+    with pytest.raises(ApiException) as raised:
+        create(api, namespace, body)
+    # 422 for schema and CEL violations; 400 for strict decoding (an unknown field).
+    assert raised.value.status in (400, 422), raised.value.body
+    status = json.loads(raised.value.body)
+    causes = status.get("details", {}).get("causes", [])
+    return status["message"], [c.get("field", "") for c in causes]
+
+
+def _name() -> str:
+    return f"tr-{uuid.uuid4().hex[:8]}"
+
+
+# -- the domain rules (same corpus as the Python rules) ---------------------------------
+
+
+@pytest.mark.parametrize(("case", "kwargs", "field", "words"), INVALID, ids=[c[0] for c in INVALID])
+def test_server_rejects_what_gke_would(
+    api: k8s.ApiClient, namespace: str, case: str, kwargs: dict[str, Any], field: str, words: str
+) -> None:
+    args = copy.deepcopy(kwargs)
+    body = manifest(_name(), spec_body(args.pop("accelerator"), **args))
+    message, fields = rejection(api, namespace, body)
+    assert field in fields, f"{case}: server named {fields}: {message}"
+    assert f"{field}:" in message
+    assert "evaluating rule" not in message, message  # no CEL runtime errors, only verdicts
+
+
+# -- malformed input: schema errors naming the field -------------------------------------
+
+TPU_4X4 = tpu("v6e", "4x4")
+
+
+def _with(path: str, value: Any, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A valid spec with `path` (dotted, below spec) set to `value`; None deletes it."""
+    spec = copy.deepcopy(base or spec_body(TPU_4X4))
+    *parents, leaf = path.split(".")
+    node = spec
+    for part in parents:
+        node = node.setdefault(part, {})
+    if value is None:
+        node.pop(leaf, None)
+    else:
+        node[leaf] = value
+    return spec
+
+
+GPU_SPEC = spec_body(gpu("nvidia-l4", nodes=2))
+
+MALFORMED: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "topology-trailing-x",
+        _with("accelerator.tpu.topology", "4x"),
+        "spec.accelerator.tpu.topology",
+    ),
+    (
+        "topology-zero-side",
+        _with("accelerator.tpu.topology", "0x4"),
+        "spec.accelerator.tpu.topology",
+    ),
+    ("topology-4d", _with("accelerator.tpu.topology", "4x4x4x4"), "spec.accelerator.tpu.topology"),
+    ("topology-letters", _with("accelerator.tpu.topology", "axb"), "spec.accelerator.tpu.topology"),
+    (
+        "topology-huge",
+        _with("accelerator.tpu.topology", "99999x99999"),
+        "spec.accelerator.tpu.topology",
+    ),
+    ("topology-int", _with("accelerator.tpu.topology", 44), "spec.accelerator.tpu.topology"),
+    ("topology-missing", _with("accelerator.tpu.topology", None), "spec.accelerator.tpu.topology"),
+    ("version-unknown", _with("accelerator.tpu.version", "v9"), "spec.accelerator.tpu.version"),
+    ("version-missing", _with("accelerator.tpu.version", None), "spec.accelerator.tpu.version"),
+    ("tpu-as-string", _with("accelerator.tpu", "v6e"), "spec.accelerator.tpu"),
+    (
+        "gpu-type-unknown",
+        _with("accelerator.gpu.type", "nvidia-k80", GPU_SPEC),
+        "spec.accelerator.gpu.type",
+    ),
+    ("gpu-nodes-zero", _with("accelerator.gpu.nodes", 0, GPU_SPEC), "spec.accelerator.gpu.nodes"),
+    (
+        "gpu-nodes-huge",
+        _with("accelerator.gpu.nodes", 10**12, GPU_SPEC),
+        "spec.accelerator.gpu.nodes",
+    ),
+    (
+        "gpu-nodes-string",
+        _with("accelerator.gpu.nodes", "two", GPU_SPEC),
+        "spec.accelerator.gpu.nodes",
+    ),
+    (
+        "gpu-nodes-missing",
+        _with("accelerator.gpu.nodes", None, GPU_SPEC),
+        "spec.accelerator.gpu.nodes",
+    ),
+    ("gpu-count-huge", _with("accelerator.gpu.count", 64, GPU_SPEC), "spec.accelerator.gpu.count"),
+    ("both-tpu-and-gpu", _with("accelerator", {**TPU_4X4, **gpu("nvidia-l4")}), "spec.accelerator"),
+    ("neither-tpu-nor-gpu", _with("accelerator", {}), "spec.accelerator"),
+    ("accelerator-missing", _with("accelerator", None), "spec.accelerator"),
+    ("provisioning-missing", _with("provisioning", None), "spec.provisioning"),
+    ("mode-missing", _with("provisioning.mode", None), "spec.provisioning.mode"),
+    ("mode-unknown", _with("provisioning.mode", "Cheap"), "spec.provisioning.mode"),
+    (
+        "wait-in-days",
+        _with("provisioning.maxWaitDuration", "1d"),
+        "spec.provisioning.maxWaitDuration",
+    ),
+    (
+        "wait-negative",
+        _with("provisioning.maxWaitDuration", "-1h"),
+        "spec.provisioning.maxWaitDuration",
+    ),
+    ("run-empty", _with("provisioning.maxRunDuration", ""), "spec.provisioning.maxRunDuration"),
+    (
+        "run-overflow",
+        _with("provisioning.maxRunDuration", "99999999999h"),
+        "spec.provisioning.maxRunDuration",
+    ),
+    ("zone-malformed", _with("provisioning.zones", ["mars"]), "spec.provisioning.zones[0]"),
+    ("zones-not-a-list", _with("provisioning.zones", "us-central1-a"), "spec.provisioning.zones"),
+    (
+        "reservation-malformed",
+        _with("provisioning.reservation", "Not A Name"),
+        "spec.provisioning.reservation",
+    ),
+    ("cleanup-unknown", _with("nodePool", {"cleanup": "Shred"}), "spec.nodePool.cleanup"),
+    ("pool-name-too-long", _with("nodePool", {"name": "p" * 41}), "spec.nodePool.name"),
+    ("pool-name-uppercase", _with("nodePool", {"name": "Pool"}), "spec.nodePool.name"),
+    ("restarts-negative", _with("maxRestarts", -1), "spec.maxRestarts"),
+    ("restarts-huge", _with("maxRestarts", 10**9), "spec.maxRestarts"),
+    ("queue-malformed", _with("queueName", "Queue_1"), "spec.queueName"),
+    ("template-missing", _with("template", None), "spec.template"),
+    (
+        "containers-empty",
+        _with("template", {"spec": {"containers": []}}),
+        "spec.template.spec.containers",
+    ),
+    (
+        "container-without-image",
+        _with("template", {"spec": {"containers": [{"name": "t"}]}}),
+        "spec.template.spec.containers[0].image",
+    ),
+    ("unknown-field", _with("accelerator.tpu.chips", 16), "spec.accelerator.tpu.chips"),
+]
+
+
+@pytest.mark.parametrize(("case", "spec", "field"), MALFORMED, ids=[c[0] for c in MALFORMED])
+def test_malformed_input_is_rejected_naming_the_field(
+    api: k8s.ApiClient, namespace: str, case: str, spec: dict[str, Any], field: str
+) -> None:
+    message, _ = rejection(api, namespace, manifest(_name(), spec))
+    assert field in message, f"{case}: {message}"
+    assert "evaluating rule" not in message, message
+
+
+def test_the_corpus_is_large_enough() -> None:
+    assert len(INVALID) + len(MALFORMED) >= 30
+
+
+@pytest.mark.parametrize(
+    "name", ["9-starts-with-digit", "has_underscore", "x" * 49], ids=["digit", "underscore", "long"]
+)
+def test_names_that_cannot_become_hostnames_are_rejected(
+    api: k8s.ApiClient, namespace: str, name: str
+) -> None:
+    body = manifest(name, spec_body(TPU_4X4))
+    with pytest.raises(ApiException) as raised:
+        create(api, namespace, body)
+    assert raised.value.status == 422
+    assert "metadata.name" in json.loads(raised.value.body)["message"]
+
+
+def test_missing_spec_is_rejected(api: k8s.ApiClient, namespace: str) -> None:
+    body = manifest(_name(), {})
+    del body["spec"]
+    message, _ = rejection(api, namespace, body)
+    assert "spec: Required value" in message
+
+
+# -- everything valid is accepted ------------------------------------------------------
+
+VALID: list[tuple[str, dict[str, Any]]] = [
+    *[
+        (f"{v}-{t}-{m or 'default'}", spec_body(tpu(v, t, m), mode="Spot"))
+        for v, t, m, _, _ in facts.TPU_ROWS
+    ],
+    *[
+        (f"{g}-{m}", spec_body(gpu(g, nodes=2, machine_type=m, count=n), mode="OnDemand"))
+        for g, machines in facts.GPU_MACHINES.items()
+        for m, n in machines.items()
+    ],
+    *[
+        (f"mode-{mode}", spec_body(gpu("nvidia-h100-80gb"), mode=mode))
+        for mode in ("FlexStart", "QueuedProvisioning", "Spot", "OnDemand")
+    ],
+    (
+        "reservation",
+        spec_body(
+            TPU_4X4,
+            mode="Reservation",
+            provisioning={"reservation": "projects/my-proj/reservations/blk-1"},
+        ),
+    ),
+    (
+        "durations",
+        spec_body(TPU_4X4, provisioning={"maxWaitDuration": "0s", "maxRunDuration": "1h30m"}),
+    ),
+    (
+        "existing-pool",
+        spec_body(TPU_4X4, nodePool={"existing": True, "name": "tpu-pool", "cleanup": "Keep"}),
+    ),
+    (
+        "everything",
+        spec_body(
+            TPU_4X4,
+            queueName="team-a",
+            maxRestarts=3,
+            provisioning={"zones": ["us-east5-b", "europe-west4-a"]},
+            template={
+                "metadata": {"labels": {"team": "a"}},
+                "spec": {
+                    "containers": [{**CONTAINER, "env": [{"name": "X", "value": "1"}]}],
+                    "volumes": [{"name": "v", "emptyDir": {}}],
+                },
+            },
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "spec"), VALID, ids=[c[0] for c in VALID])
+def test_valid_requests_are_accepted(
+    api: k8s.ApiClient, namespace: str, case: str, spec: dict[str, Any]
+) -> None:
+    TrainingRequestSpec.model_validate(spec)  # valid for the Python rules too
+    assert spec_errors(TrainingRequestSpec.model_validate(spec)) == []
+    created = create(api, namespace, manifest(_name(), spec))
+    assert created["spec"]["accelerator"] == spec["accelerator"]
+
+
+def test_defaults_are_applied(api: k8s.ApiClient, namespace: str) -> None:
+    created = create(api, namespace, manifest(_name(), spec_body(TPU_4X4)))
+    assert created["spec"]["provisioning"]["maxWaitDuration"] == "24h"
+    assert created["spec"]["provisioning"]["maxRunDuration"] == "168h"
+    assert created["spec"]["nodePool"] == {"cleanup": "ScaleToZero", "existing": False}
+
+
+# -- the API server agrees with the Python rules on random requests ----------------------
+
+TPU_MACHINES = sorted({m.name for g in TPU_GENERATIONS.values() for m in g.machine_types})
+GPU_MACHINES = sorted({m.name for a in GPU_ACCELERATORS.values() for m in a.machine_types})
+TOPOLOGIES = st.one_of(
+    st.sampled_from(sorted({t for g in TPU_GENERATIONS.values() for t in g.topologies})),
+    st.lists(st.sampled_from([1, 2, 4, 8, 12, 16, 32, 64, 256, 260]), min_size=2, max_size=3).map(
+        lambda sides: "x".join(map(str, sides))
+    ),
+)
+ACCELERATORS = st.one_of(
+    st.builds(
+        tpu,
+        st.sampled_from([v.value for v in TPU_GENERATIONS]),
+        TOPOLOGIES,
+        st.one_of(st.none(), st.sampled_from(TPU_MACHINES)),
+    ),
+    st.builds(
+        gpu,
+        st.sampled_from([t.value for t in GPU_ACCELERATORS]),
+        st.integers(1, 8),
+        st.one_of(st.none(), st.sampled_from(GPU_MACHINES)),
+        st.one_of(st.none(), st.sampled_from([1, 2, 3, 4, 8, 16])),
+    ),
+)
+PROVISIONING = st.fixed_dictionaries(
+    {"maxRunDuration": st.sampled_from(["1h", "168h", "169h", "0s", "10080m"])},
+    optional={"reservation": st.just("blk-1")},
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ACCELERATORS, st.sampled_from([m.value for m in ProvisioningMode]), PROVISIONING)
+def test_server_and_python_agree(
+    api: k8s.ApiClient,
+    namespace: str,
+    accelerator: dict[str, Any],
+    mode: str,
+    provisioning: dict[str, Any],
+) -> None:
+    spec = spec_body(accelerator, mode=mode, provisioning=provisioning)
+    try:
+        python_errors = spec_errors(TrainingRequestSpec.model_validate(spec))
+    except ValidationError:
+        assume(False)  # structurally invalid: MALFORMED covers the schema's side
+        return
+    body = manifest(_name(), spec)
+    if not python_errors:
+        create(api, namespace, body)
+        return
+    message, fields = rejection(api, namespace, body)
+    assert python_errors[0].field in fields, f"{python_errors}: server said {message}"
