@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from dws_operator import __version__
-from dws_operator.cli import crd, devcluster, plan
+from dws_operator.cli import crd, devcluster, emulator, plan
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.register(commands)
     crd.register(commands)
     devcluster.register(commands)
+    emulator.register(commands)
     return parser
 
 

@@ -1,0 +1,84 @@
+"""`dws-operator emulator`: serve the GKE ClusterManager emulator in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig, load_config
+from dws_operator.gke.client import ENDPOINT_ENV
+
+
+def register(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "emulator",
+        help="serve a local emulator of the GKE node pool API",
+        description=(
+            "Serve google.container.v1.ClusterManager (node pools and operations) over "
+            f"gRPC until SIGINT or SIGTERM. Point the operator at it with {ENDPOINT_ENV}."
+        ),
+    )
+    parser.add_argument(
+        "--port", type=int, default=0, help="port to listen on (default: a free one)"
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="YAML file: clusters, operation latency, faults per method, quotas, seed",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config) if args.config else EmulatorConfig()
+    except (OSError, yaml.YAMLError, ValidationError) as error:
+        detail = " ".join(str(error).split())
+        sys.stderr.write(f"dws-operator emulator: --config ({args.config}: {detail})\n")
+        return 2
+    try:
+        return asyncio.run(serve(config, host=args.host, port=args.port))
+    except OSError as error:
+        sys.stderr.write(f"dws-operator emulator: --port ({error})\n")
+        return 2
+
+
+async def serve(
+    config: EmulatorConfig,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    stop: asyncio.Event | None = None,
+) -> int:
+    """Serve until `stop` is set, or until SIGINT or SIGTERM."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    installed = []
+    for signum in signals:
+        try:
+            loop.add_signal_handler(signum, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):
+            continue  # not the main thread: only `stop` ends the server
+        installed.append(signum)
+    try:
+        async with ClusterManagerEmulator(config, host=host, port=port) as emulator:
+            print(f"serving google.container.v1.ClusterManager on {emulator.endpoint}")
+            for cluster in config.clusters:
+                print(f"cluster {cluster.name}")
+            print(f"export {ENDPOINT_ENV}={emulator.endpoint}", flush=True)
+            await stop.wait()
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+    return 0

@@ -1,0 +1,151 @@
+"""The emulator's configuration file: clusters it serves, faults it injects, quotas it enforces.
+
+```yaml
+seed: 7                          # fault injection draws from RNGs seeded with this
+operation_latency_seconds: 0.5   # PENDING -> RUNNING -> DONE takes this long
+clusters:
+  - name: projects/dws-sandbox/locations/us-central1/clusters/sandbox
+quotas:                          # accelerator -> chips (TPU) or GPUs, summed over pools
+  nvidia-h100-80gb: 16
+  tpu-v6e-slice: 64
+faults:
+  CreateNodePool:
+    error_rate: 0.2              # fraction of calls that fail with error_code
+    error_code: UNAVAILABLE
+    latency_seconds: 0.1         # added before every response
+    operation_error_rate: 0.5    # fraction of accepted operations that end in error
+```
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, cast
+
+import grpc
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+METHODS = (
+    "GetCluster",
+    "ListNodePools",
+    "GetNodePool",
+    "CreateNodePool",
+    "DeleteNodePool",
+    "SetNodePoolAutoscaling",
+    "SetNodePoolSize",
+    "UpdateNodePool",
+    "GetOperation",
+    "ListOperations",
+)
+MethodName = Literal[
+    "GetCluster",
+    "ListNodePools",
+    "GetNodePool",
+    "CreateNodePool",
+    "DeleteNodePool",
+    "SetNodePoolAutoscaling",
+    "SetNodePoolSize",
+    "UpdateNodePool",
+    "GetOperation",
+    "ListOperations",
+]
+
+DEFAULT_CLUSTER = "projects/dws-sandbox/locations/us-central1/clusters/sandbox"
+CLUSTER_PATTERN = (
+    r"^projects/[a-z][-a-z0-9]{4,28}[a-z0-9]"
+    r"/locations/[a-z0-9-]+"
+    r"/clusters/[a-z]([-a-z0-9]{0,38}[a-z0-9])?$"
+)
+DEFAULT_STOCKOUT = (
+    "GCE_STOCKOUT: The zone does not have enough resources available to fulfill the request. "
+    "Try a different zone, or try again later."
+)
+
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+Seconds = Annotated[float, Field(ge=0.0)]
+
+
+def _status_name(value: str) -> str:
+    if value not in grpc.StatusCode.__members__ or value == "OK":
+        allowed = ", ".join(n for n in grpc.StatusCode.__members__ if n != "OK")
+        raise ValueError(f"{value!r} is not a gRPC status code; allowed: {allowed}")
+    return value
+
+
+class EmulatorModel(BaseModel):
+    # A typo in a fault file should fail loudly, not silently inject nothing.
+    model_config = ConfigDict(extra="forbid")
+
+
+class MethodFaults(EmulatorModel):
+    error_rate: Fraction = 0.0
+    error_code: str = "UNAVAILABLE"
+    error_message: str = ""
+    latency_seconds: Seconds = 0.0
+    #: Long-running methods only: the operation is accepted, then ends DONE with this error.
+    operation_error_rate: Fraction = 0.0
+    operation_error_code: str = "RESOURCE_EXHAUSTED"
+    operation_error_message: str = DEFAULT_STOCKOUT
+    #: Overrides `EmulatorConfig.operation_latency_seconds` for this method.
+    operation_latency_seconds: Seconds | None = None
+
+    _check_codes = field_validator("error_code", "operation_error_code")(_status_name)
+
+    @property
+    def status(self) -> grpc.StatusCode:
+        return grpc.StatusCode[self.error_code]
+
+    @property
+    def operation_status(self) -> grpc.StatusCode:
+        return grpc.StatusCode[self.operation_error_code]
+
+
+class ClusterConfig(EmulatorModel):
+    name: str = Field(pattern=CLUSTER_PATTERN)
+    version: str = "1.33.2-gke.1111000"
+    #: Zones node pools may use; default: `<region>-a`, `-b`, `-c`.
+    zones: list[str] | None = None
+
+    @property
+    def location(self) -> str:
+        return self.name.split("/")[3]
+
+    @property
+    def region(self) -> str:
+        parts = self.location.split("-")
+        # A zonal cluster's location is a zone ("us-central1-a"); its region drops the suffix.
+        return "-".join(parts[:-1]) if len(parts) == 3 else self.location
+
+    @property
+    def node_zones(self) -> list[str]:
+        if self.zones is not None:
+            return list(self.zones)
+        if self.location != self.region:
+            return [self.location]
+        return [f"{self.region}-{suffix}" for suffix in "abc"]
+
+
+class EmulatorConfig(EmulatorModel):
+    seed: int = 0
+    operation_latency_seconds: Seconds = 0.5
+    clusters: list[ClusterConfig] = Field(
+        default_factory=lambda: [ClusterConfig(name=DEFAULT_CLUSTER)], min_length=1
+    )
+    #: Accelerator (GPU type or TPU node label, e.g. `tpu-v6e-slice`) -> chips or GPUs.
+    #: An accelerator not listed is unlimited.
+    quotas: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+    faults: dict[MethodName, MethodFaults] = Field(default_factory=dict)
+
+
+def load_config(path: Path) -> EmulatorConfig:
+    """Read a YAML config; an empty file gives the defaults."""
+    data = yaml.safe_load(path.read_text()) or {}
+    return EmulatorConfig.model_validate(data)
+
+
+NO_FAULTS = MethodFaults()
+
+
+def faults_for(config: EmulatorConfig, method: str) -> MethodFaults:
+    return config.faults.get(cast("MethodName", method)) or NO_FAULTS

@@ -1,0 +1,222 @@
+"""GKE's checks on a node pool, applied before any state changes.
+
+Each broken rule is an INVALID_ARGUMENT whose message starts with the request field
+at fault. The first broken rule wins, as with GKE. TPU and GPU shapes come from the
+operator's catalog, so the emulator and the planner agree on what a slice is.
+"""
+
+from __future__ import annotations
+
+import re
+
+from google.cloud import container_v1
+
+from dws_operator.api.base import NODE_POOL_NAME_PATTERN
+from dws_operator.catalog import (
+    GPU_ACCELERATORS,
+    MAX_RUN_DURATION_SECONDS,
+    TPU_GENERATIONS,
+    TpuGeneration,
+    TpuMachineType,
+    parse_topology,
+)
+from dws_operator.catalog.modes import RESERVATION_NAME_KEY
+from dws_operator.emulator.config import ClusterConfig
+from dws_operator.emulator.status import invalid
+
+_NAME_RE = re.compile(NODE_POOL_NAME_PATTERN)
+#: TPU generations flex-start does not serve (facts sheet, section 1).
+_NO_FLEX_START_TPU_PREFIXES = ("ct4p-", "ct3-", "ct3p-")
+_TPU_PREFIXES = ("ct", "tpu")
+
+_NO_RESERVATION = container_v1.ReservationAffinity.Type.NO_RESERVATION
+_SPECIFIC_RESERVATION = container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION
+
+
+def tpu_machine(machine_type: str) -> tuple[TpuGeneration, TpuMachineType] | None:
+    for generation in TPU_GENERATIONS.values():
+        machine = generation.machine_type(machine_type)
+        if machine is not None:
+            return generation, machine
+    return None
+
+
+def is_tpu(machine_type: str) -> bool:
+    return tpu_machine(machine_type) is not None or machine_type.startswith(_TPU_PREFIXES)
+
+
+def accelerator_per_node(pool: container_v1.NodePool) -> tuple[str, int] | None:
+    """(accelerator, chips or GPUs per VM) for quota accounting; None for plain VMs."""
+    found = tpu_machine(pool.config.machine_type)
+    if found is not None:
+        generation, machine = found
+        return generation.accelerator_label, machine.chips
+    if pool.config.accelerators:
+        accelerator = pool.config.accelerators[0]
+        return accelerator.accelerator_type, accelerator.accelerator_count
+    return None
+
+
+def validate_name(name: str) -> None:
+    if not _NAME_RE.match(name):
+        raise invalid(
+            "node_pool.name",
+            f"{name!r} is not a valid node pool name: use at most 40 lowercase letters, "
+            "digits and hyphens, starting with a letter and ending with a letter or digit",
+        )
+
+
+def validate_autoscaling(field: str, autoscaling: container_v1.NodePoolAutoscaling) -> None:
+    if not autoscaling.enabled:
+        return
+    per_zone = (autoscaling.min_node_count, autoscaling.max_node_count)
+    total = (autoscaling.total_min_node_count, autoscaling.total_max_node_count)
+    for suffix, (low, high) in (("", per_zone), ("total_", total)):
+        if low < 0:
+            raise invalid(f"{field}.{suffix}min_node_count", f"must be >= 0, got {low}")
+        if high < low:
+            raise invalid(
+                f"{field}.{suffix}max_node_count",
+                f"must be >= {suffix}min_node_count ({low}), got {high}",
+            )
+    if any(per_zone) and any(total):
+        raise invalid(field, "set either min/max_node_count or total_min/max_node_count, not both")
+
+
+def validate_new_pool(pool: container_v1.NodePool, cluster: ClusterConfig) -> None:
+    """Raise the INVALID_ARGUMENT GKE would answer a CreateNodePool for `pool` with."""
+    validate_name(pool.name)
+    config = pool.config
+    zones = cluster.node_zones
+    for index, zone in enumerate(pool.locations):
+        if zone not in zones:
+            raise invalid(
+                f"node_pool.locations[{index}]",
+                f"{zone!r} is not a zone of cluster {cluster.name}; allowed: {', '.join(zones)}",
+            )
+    if pool.initial_node_count < 0:
+        raise invalid("node_pool.initial_node_count", "must be >= 0")
+    validate_autoscaling("node_pool.autoscaling", pool.autoscaling)
+    if config.flex_start:
+        _check_flex_start(pool)
+    if pool.queued_provisioning.enabled:
+        _check_queued_provisioning(pool)
+    _check_reservation(config.reservation_affinity)
+    _check_tpu_topology(pool)
+    _check_gpus(config)
+
+
+def _check_flex_start(pool: container_v1.NodePool) -> None:
+    config, autoscaling = pool.config, pool.autoscaling
+    if not autoscaling.enabled or autoscaling.min_node_count or autoscaling.total_min_node_count:
+        raise invalid(
+            "node_pool.autoscaling",
+            "flex-start node pools need autoscaling enabled with min_node_count 0",
+        )
+    if config.reservation_affinity.consume_reservation_type != _NO_RESERVATION:
+        raise invalid(
+            "node_pool.config.reservation_affinity.consume_reservation_type",
+            "flex-start node pools cannot consume reservations; set NO_RESERVATION",
+        )
+    if config.spot:
+        raise invalid("node_pool.config.spot", "flex-start node pools cannot use Spot VMs")
+    if config.machine_type.startswith(_NO_FLEX_START_TPU_PREFIXES):
+        raise invalid(
+            "node_pool.config.machine_type",
+            f"flex-start does not support TPU v3 or v4 ({config.machine_type})",
+        )
+    # Read the raw protobuf: proto-plus would hand back a timedelta the stubs don't know.
+    seconds = int(container_v1.NodeConfig.pb(config).max_run_duration.seconds)
+    if seconds < 0 or seconds > MAX_RUN_DURATION_SECONDS:
+        raise invalid(
+            "node_pool.config.max_run_duration",
+            f"must be between 0 and {MAX_RUN_DURATION_SECONDS}s (7 days), got {seconds:g}s",
+        )
+
+
+def _check_queued_provisioning(pool: container_v1.NodePool) -> None:
+    config, autoscaling = pool.config, pool.autoscaling
+    if is_tpu(config.machine_type):
+        raise invalid(
+            "node_pool.queued_provisioning.enabled",
+            "Flex start node pools don't support TPUs with queued provisioning",
+        )
+    if not autoscaling.enabled:
+        raise invalid(
+            "node_pool.autoscaling.enabled",
+            "queued provisioning node pools need autoscaling enabled",
+        )
+    if pool.initial_node_count:
+        raise invalid(
+            "node_pool.initial_node_count",
+            "queued provisioning node pools start empty: nodes come only from ProvisioningRequests",
+        )
+    if config.reservation_affinity.consume_reservation_type != _NO_RESERVATION:
+        raise invalid(
+            "node_pool.config.reservation_affinity.consume_reservation_type",
+            "queued provisioning node pools cannot consume reservations; set NO_RESERVATION",
+        )
+
+
+def _check_reservation(affinity: container_v1.ReservationAffinity) -> None:
+    if affinity.consume_reservation_type != _SPECIFIC_RESERVATION:
+        return
+    if affinity.key != RESERVATION_NAME_KEY:
+        raise invalid(
+            "node_pool.config.reservation_affinity.key",
+            f"SPECIFIC_RESERVATION needs key {RESERVATION_NAME_KEY!r}, got {affinity.key!r}",
+        )
+    if len(affinity.values) != 1 or not affinity.values[0]:
+        raise invalid(
+            "node_pool.config.reservation_affinity.values",
+            "SPECIFIC_RESERVATION needs exactly one reservation name",
+        )
+
+
+def _check_tpu_topology(pool: container_v1.NodePool) -> None:
+    topology = pool.placement_policy.tpu_topology
+    if not topology:
+        return
+    field = "node_pool.placement_policy.tpu_topology"
+    machine_type = pool.config.machine_type
+    found = tpu_machine(machine_type)
+    if found is None:
+        raise invalid(field, f"machine type {machine_type!r} is not a TPU machine type")
+    generation, machine = found
+    sides = parse_topology(topology)
+    if sides is None or len(sides) != generation.dimensions:
+        raise invalid(
+            field,
+            f"{topology!r} is not a {generation.dimensions}-D topology of TPU "
+            f"{generation.version.value}",
+        )
+    chips = 1
+    for side in sides:
+        chips *= side
+    hosts = generation.machine_types_for(topology)
+    if chips % machine.chips or machine.name not in hosts:
+        allowed = ", ".join(hosts) if hosts else "none"
+        raise invalid(
+            field,
+            f"topology {topology} ({chips} chips) does not fit machine type {machine.name} "
+            f"({machine.chips} chips per VM); machine types for {topology}: {allowed}",
+        )
+
+
+def _check_gpus(config: container_v1.NodeConfig) -> None:
+    for accelerator in GPU_ACCELERATORS.values():
+        machine = accelerator.machine_type(config.machine_type)
+        if machine is None:
+            continue
+        for index, given in enumerate(config.accelerators):
+            if (given.accelerator_type, given.accelerator_count) != (
+                accelerator.type.value,
+                machine.gpus,
+            ):
+                raise invalid(
+                    f"node_pool.config.accelerators[{index}]",
+                    f"machine type {machine.name} carries {machine.gpus} "
+                    f"{accelerator.type.value}; got {given.accelerator_count} "
+                    f"{given.accelerator_type or 'unspecified'}",
+                )
+        return

@@ -1,0 +1,233 @@
+"""The emulated clusters: node pools, long-running operations and accelerator quota.
+
+Time moves lazily: nothing runs in the background. Every RPC first calls `advance`,
+which moves operations whose time has come from PENDING to RUNNING to DONE and only
+then applies their change (a pool appears, resizes or disappears), the order GKE
+reports them in. A caller that polls sees exactly what it would see against GKE, and
+a test can drive the clock by hand.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import grpc
+from google.cloud import container_v1
+
+# googleapis-common-protos ships no type information.
+from google.rpc import status_pb2  # type: ignore[import-untyped]
+
+from dws_operator.emulator.config import ClusterConfig, EmulatorConfig
+from dws_operator.emulator.status import ApiError, not_found, operation_in_progress
+
+Operation = container_v1.Operation
+PoolStatus = container_v1.NodePool.Status
+# mypy reads proto-plus enum members as plain ints; calling the enum gives typed members.
+PENDING = Operation.Status(Operation.Status.PENDING)
+RUNNING = Operation.Status(Operation.Status.RUNNING)
+DONE = Operation.Status(Operation.Status.DONE)
+PROVISIONING = PoolStatus(PoolStatus.PROVISIONING)
+POOL_RUNNING = PoolStatus(PoolStatus.RUNNING)
+RECONCILING = PoolStatus(PoolStatus.RECONCILING)
+STOPPING = PoolStatus(PoolStatus.STOPPING)
+POOL_ERROR = PoolStatus(PoolStatus.ERROR)
+API_ROOT = "https://container.googleapis.com/v1"
+#: Share of an operation's latency spent PENDING before it turns RUNNING.
+PENDING_SHARE = 0.2
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class PoolRecord:
+    cluster: ClusterRecord
+    #: What GetNodePool answers: the pool as created, plus the fields GKE fills in.
+    pool: container_v1.NodePool
+    node_count: int = 0
+    #: (accelerator, chips or GPUs per VM) counted against quota; None for plain VMs.
+    usage: tuple[str, int] | None = None
+    #: Nodes held against quota: the pool's maximum size, not its current one.
+    reserved_nodes: int = 0
+    #: The operation in flight on this pool; GKE runs one at a time per pool.
+    operation: OperationRecord | None = None
+
+    @property
+    def path(self) -> str:
+        return f"{self.cluster.path}/nodePools/{self.pool.name}"
+
+
+@dataclass
+class ClusterRecord:
+    config: ClusterConfig
+    pools: dict[str, PoolRecord] = field(default_factory=dict)
+
+    @property
+    def path(self) -> str:
+        return self.config.name
+
+    @property
+    def short_name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def parent(self) -> str:
+        """`projects/P/locations/L`: where the cluster's operations live."""
+        return self.path.rsplit("/clusters/", 1)[0]
+
+
+@dataclass
+class OperationRecord:
+    operation: Operation
+    parent: str
+    #: What the operation is doing, for the "operation in progress" message.
+    doing: str
+    cluster: ClusterRecord
+    pool: PoolRecord | None
+    running_at: float
+    done_at: float
+    on_success: Callable[[], None]
+    on_failure: Callable[[], None]
+    error: status_pb2.Status | None = None
+
+    @property
+    def path(self) -> str:
+        return f"{self.parent}/operations/{self.operation.name}"
+
+    @property
+    def done(self) -> bool:
+        return self.operation.status == DONE
+
+
+class ClusterManagerState:
+    def __init__(self, config: EmulatorConfig, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.clusters = {c.name: ClusterRecord(c) for c in config.clusters}
+        self.quotas: dict[str, int] = dict(config.quotas)
+        self.operations: list[OperationRecord] = []
+        self._ids = itertools.count(1)
+
+    def cluster(self, path: str) -> ClusterRecord:
+        record = self.clusters.get(path)
+        if record is None:
+            raise not_found(path)
+        return record
+
+    def pool(self, cluster_path: str, name: str) -> PoolRecord:
+        cluster = self.cluster(cluster_path)
+        record = cluster.pools.get(name)
+        if record is None:
+            raise not_found(f"{cluster_path}/nodePools/{name}")
+        return record
+
+    def operation(self, path: str) -> OperationRecord:
+        for record in self.operations:
+            if record.path == path:
+                return record
+        raise not_found(path)
+
+    def ensure_idle(self, pool: PoolRecord) -> None:
+        busy = pool.operation
+        if busy is not None and not busy.done:
+            raise operation_in_progress(busy.operation.name, busy.doing, pool.cluster.short_name)
+
+    def reserve(self, pool: PoolRecord, nodes: int) -> None:
+        """Hold `nodes` of the pool's accelerator against quota, or RESOURCE_EXHAUSTED.
+
+        Only growth is checked: shrinking or deleting a pool must always be possible.
+        """
+        if pool.usage is None or nodes <= pool.reserved_nodes:
+            pool.reserved_nodes = nodes
+            return
+        resource, per_node = pool.usage
+        quota = self.quotas.get(resource)
+        if quota is not None:
+            used = sum(
+                p.reserved_nodes * p.usage[1]
+                for c in self.clusters.values()
+                for p in c.pools.values()
+                if p is not pool and p.usage is not None and p.usage[0] == resource
+            )
+            wanted = nodes * per_node
+            if used + wanted > quota:
+                available = max(quota - used, 0)
+                raise ApiError(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f'Insufficient quota to satisfy request: resource "{resource}": request '
+                    f"requires '{wanted}' and is short '{wanted - available}'. Project has a "
+                    f"quota of '{quota}' with '{available}' available.",
+                )
+        pool.reserved_nodes = nodes
+
+    def start(
+        self,
+        *,
+        kind: int,
+        doing: str,
+        cluster: ClusterRecord,
+        pool: PoolRecord | None,
+        latency: float,
+        on_success: Callable[[], None],
+        on_failure: Callable[[], None],
+        error: status_pb2.Status | None = None,
+    ) -> Operation:
+        started = self.clock()
+        location = cluster.config.location
+        op_id = f"operation-{int(datetime.now(UTC).timestamp() * 1000)}-{next(self._ids):08x}"
+        target = f"{API_ROOT}/{cluster.path}" + (f"/nodePools/{pool.pool.name}" if pool else "")
+        operation = Operation(
+            name=op_id,
+            zone=location,
+            location=location,
+            operation_type=kind,
+            status=PENDING,
+            self_link=f"{API_ROOT}/{cluster.parent}/operations/{op_id}",
+            target_link=target,
+            start_time=now_rfc3339(),
+        )
+        record = OperationRecord(
+            operation=operation,
+            parent=cluster.parent,
+            doing=doing,
+            cluster=cluster,
+            pool=pool,
+            running_at=started + latency * PENDING_SHARE,
+            done_at=started + latency,
+            on_success=on_success,
+            on_failure=on_failure,
+            error=error,
+        )
+        self.operations.append(record)
+        if pool is not None:
+            pool.operation = record
+        self.advance()
+        return operation
+
+    def advance(self) -> None:
+        """Move every operation whose time has come, oldest first."""
+        now = self.clock()
+        for record in self.operations:
+            if record.done:
+                continue
+            if now >= record.done_at:
+                self._finish(record)
+            elif now >= record.running_at:
+                record.operation.status = RUNNING
+
+    def _finish(self, record: OperationRecord) -> None:
+        operation = record.operation
+        operation.status = DONE
+        operation.end_time = now_rfc3339()
+        if record.error is None:
+            record.on_success()
+        else:
+            operation.error = record.error
+            # Deprecated by GKE in favour of `error`, but older clients still read it.
+            operation.status_message = record.error.message
+            record.on_failure()
+        if record.pool is not None and record.pool.operation is record:
+            record.pool.operation = None

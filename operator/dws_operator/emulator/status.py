@@ -1,0 +1,35 @@
+"""Errors the emulated API answers with, worded the way GKE words them."""
+
+from __future__ import annotations
+
+import grpc
+
+
+class ApiError(Exception):
+    """An RPC that ends with a non-OK status instead of a response."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        self.code = code
+        self.message = message
+        super().__init__(f"{code.name}: {message}")
+
+
+def invalid(field: str, message: str) -> ApiError:
+    """INVALID_ARGUMENT naming the request field at fault, as `field: message`."""
+    return ApiError(grpc.StatusCode.INVALID_ARGUMENT, f"{field}: {message}")
+
+
+def not_found(path: str) -> ApiError:
+    return ApiError(grpc.StatusCode.NOT_FOUND, f"Not found: {path}.")
+
+
+def already_exists(path: str) -> ApiError:
+    return ApiError(grpc.StatusCode.ALREADY_EXISTS, f"Already exists: {path}.")
+
+
+def operation_in_progress(operation: str, doing: str, cluster: str) -> ApiError:
+    return ApiError(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        f"Operation {operation} is currently {doing} for cluster {cluster}. "
+        "Please wait and try again once it is done.",
+    )

@@ -1,0 +1,319 @@
+"""Node pools of one GKE cluster, through the google-cloud-container async client.
+
+The library's own retry is off (`retry=None`): it retries reads for up to 20 s and
+never retries writes, hiding faults and stalling a reconcile worker. Instead every
+call goes through one `RetryPolicy`: retryable errors (UNAVAILABLE, rate limits, an
+operation already running on the pool...) are retried a bounded number of times with
+jittered exponential backoff; terminal ones are raised at once. What is still failing
+after the last attempt surfaces as a classified `GkeError` and the reconciler requeues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+from google.api_core import exceptions as core_exceptions
+from google.cloud import container_v1
+from google.cloud.container_v1.services.cluster_manager.transports import (
+    ClusterManagerGrpcAsyncIOTransport,
+)
+
+from dws_operator.gke.errors import GkeError, classify, classify_status, status_code
+from dws_operator.gke.labels import UID_LABEL, owned_by
+
+ENDPOINT_ENV = "DWS_GKE_ENDPOINT"
+
+NodePool = container_v1.NodePool
+Operation = container_v1.Operation
+T = TypeVar("T")
+
+_CLUSTER_RE = re.compile(r"^projects/([^/]+)/locations/([^/]+)/clusters/([^/]+)$")
+
+
+def connect(endpoint: str | None = None) -> container_v1.ClusterManagerAsyncClient:
+    """A ClusterManager client: GKE itself, or the API served at `endpoint` (host:port).
+
+    Without an endpoint the library's defaults apply: container.googleapis.com over
+    TLS with Application Default Credentials. With one, an insecure channel to it and
+    no credentials at all (a transport built on a given channel never looks them up),
+    which is what the emulator wants. Close the client with `async with` or
+    `await client.transport.close()`.
+    """
+    if not endpoint:
+        return container_v1.ClusterManagerAsyncClient()
+    channel = grpc.aio.insecure_channel(endpoint)
+    return container_v1.ClusterManagerAsyncClient(
+        transport=ClusterManagerGrpcAsyncIOTransport(channel=channel)
+    )
+
+
+def endpoint_from_env(environ: Mapping[str, str] = os.environ) -> str | None:
+    """`DWS_GKE_ENDPOINT` (host:port of an emulator), or None for GKE."""
+    return environ.get(ENDPOINT_ENV) or None
+
+
+@dataclass(frozen=True)
+class ClusterRef:
+    project: str
+    location: str
+    cluster: str
+
+    @classmethod
+    def parse(cls, path: str) -> ClusterRef:
+        match = _CLUSTER_RE.match(path)
+        if match is None:
+            raise ValueError(f"{path!r} is not of the form projects/P/locations/L/clusters/C")
+        return cls(*match.groups())
+
+    @property
+    def path(self) -> str:
+        return f"projects/{self.project}/locations/{self.location}/clusters/{self.cluster}"
+
+    def pool(self, name: str) -> str:
+        return f"{self.path}/nodePools/{name}"
+
+    def operation(self, name: str) -> str:
+        return f"projects/{self.project}/locations/{self.location}/operations/{name}"
+
+
+@dataclass(frozen=True)
+class PollPolicy:
+    """How `wait` polls an operation: exponential backoff under an overall deadline."""
+
+    initial_delay: float = 1.0
+    max_delay: float = 30.0
+    multiplier: float = 2.0
+    #: Creating a TPU slice can take many minutes; past this the caller requeues.
+    timeout: float = 1800.0
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How `call` retries retryable errors: `attempts` calls in all, backing off between.
+
+    The defaults bound one call to about 4 attempts within ~7 s, short enough that a
+    reconcile worker is not stalled and long enough to ride out a GKE hiccup.
+    """
+
+    attempts: int = 4
+    initial_delay: float = 1.0
+    multiplier: float = 2.0
+    max_delay: float = 8.0
+    #: Each pause is drawn from [delay * (1 - jitter), delay], so many requests
+    #: failing together do not retry in lockstep.
+    jitter: float = 0.5
+
+    def delays(self) -> list[float]:
+        """The pauses between attempts, before jitter (one fewer than attempts)."""
+        return [
+            min(self.initial_delay * self.multiplier**i, self.max_delay)
+            for i in range(self.attempts - 1)
+        ]
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    pool: NodePool
+    #: The creation to wait for; None when an existing pool of ours was adopted.
+    operation: Operation | None
+
+    @property
+    def adopted(self) -> bool:
+        return self.operation is None
+
+
+class NodePoolClient:
+    """Create, inspect, scale to zero and delete the node pools of one cluster."""
+
+    def __init__(
+        self,
+        api: container_v1.ClusterManagerAsyncClient,
+        cluster: str,
+        *,
+        call_timeout: float = 30.0,
+        poll: PollPolicy | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.api = api
+        self.cluster = ClusterRef.parse(cluster)
+        self.call_timeout = call_timeout
+        self.poll = poll or PollPolicy()
+        self.retry = retry or RetryPolicy()
+
+    async def create(self, pool: NodePool, uid: str) -> CreateResult:
+        """Create `pool` for the owner `uid`, or adopt the pool of that name if it is ours.
+
+        A restarted operator re-issues creates it cannot remember; finding its own pool
+        (by the uid label) is success. A pool of that name owned by anything else is
+        a terminal `NodePoolNameTaken`: the operator must never take over foreign pools.
+        """
+        if not owned_by(pool, uid):
+            raise ValueError(f"pool {pool.name!r} must carry the {UID_LABEL} label of {uid!r}")
+        try:
+            operation = await self.call(
+                self.api.create_node_pool,
+                container_v1.CreateNodePoolRequest(parent=self.cluster.path, node_pool=pool),
+            )
+        except GkeError as error:
+            if error.code != grpc.StatusCode.ALREADY_EXISTS:
+                raise
+        else:
+            return CreateResult(pool=pool, operation=operation)
+        existing = await self.get(pool.name)
+        if existing is None:
+            raise GkeError(
+                retryable=True,
+                reason="NodePoolConflict",
+                message=f"node pool {self.cluster.pool(pool.name)} was deleted while "
+                "being created again",
+            )
+        if not owned_by(existing, uid):
+            owner = existing.config.resource_labels.get(UID_LABEL, "")
+            raise GkeError(
+                retryable=False,
+                reason="NodePoolNameTaken",
+                message=f"node pool {self.cluster.pool(pool.name)} already exists and is not "
+                f"ours ({UID_LABEL}={owner!r}, want {uid!r})",
+                code=grpc.StatusCode.ALREADY_EXISTS,
+            )
+        return CreateResult(pool=existing, operation=None)
+
+    async def get(self, name: str) -> NodePool | None:
+        """The pool, or None if it does not exist (a missing cluster still raises)."""
+        try:
+            return await self.call(
+                self.api.get_node_pool,
+                container_v1.GetNodePoolRequest(name=self.cluster.pool(name)),
+            )
+        except GkeError as error:
+            if _pool_missing(error):
+                return None
+            raise
+
+    async def list_pools(self) -> list[NodePool]:
+        response = await self.call(
+            self.api.list_node_pools, container_v1.ListNodePoolsRequest(parent=self.cluster.path)
+        )
+        return list(response.node_pools)
+
+    async def delete(self, name: str) -> Operation | None:
+        """Start deleting the pool; None when it is already gone (which is success)."""
+        try:
+            return await self.call(
+                self.api.delete_node_pool,
+                container_v1.DeleteNodePoolRequest(name=self.cluster.pool(name)),
+            )
+        except GkeError as error:
+            if _pool_missing(error):
+                return None
+            raise
+
+    async def scale_to_zero(self, name: str) -> Operation | None:
+        """Cap the pool's autoscaler at zero, then resize it to zero; wait for both.
+
+        Two calls, in this order, because neither alone is enough: resizing alone
+        leaves the autoscaler free to add nodes back for any pending pod, and capping
+        alone leaves idle nodes until the autoscaler's scale-down delay (10 minutes by
+        default) passes, billed all the while. GKE runs one operation per pool at a
+        time, so the second call waits for the first. The location policy is kept:
+        the request replaces the whole autoscaling block. None if the pool is gone.
+        """
+        pool = await self.get(name)
+        if pool is None:
+            return None
+        path = self.cluster.pool(name)
+        current = pool.autoscaling
+        limits = (
+            current.min_node_count,
+            current.max_node_count,
+            current.total_min_node_count,
+            current.total_max_node_count,
+        )
+        try:
+            if current.enabled and any(limits):
+                capped = container_v1.NodePoolAutoscaling(
+                    enabled=True, location_policy=current.location_policy
+                )
+                await self.wait(
+                    await self.call(
+                        self.api.set_node_pool_autoscaling,
+                        container_v1.SetNodePoolAutoscalingRequest(name=path, autoscaling=capped),
+                    )
+                )
+            return await self.wait(
+                await self.call(
+                    self.api.set_node_pool_size,
+                    container_v1.SetNodePoolSizeRequest(name=path, node_count=0),
+                )
+            )
+        except GkeError as error:
+            if _pool_missing(error):
+                return None
+            raise
+
+    async def wait(self, operation: Operation) -> Operation:
+        """Poll until `operation` is DONE; raise its error, classified, if it failed.
+
+        Transient errors while polling are ridden out; past `poll.timeout` a retryable
+        `OperationTimeout` is raised and the operation keeps running in GKE.
+        """
+        policy = self.poll
+        path = self.cluster.operation(operation.name)
+        deadline = time.monotonic() + policy.timeout
+        delay = policy.initial_delay
+        current = operation
+        while current.status != Operation.Status.DONE:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise GkeError(
+                    retryable=True,
+                    reason="OperationTimeout",
+                    message=f"operation {operation.name} still {current.status.name} "
+                    f"after {policy.timeout:g}s",
+                )
+            await asyncio.sleep(min(delay, remaining))
+            delay = min(delay * policy.multiplier, policy.max_delay)
+            try:
+                current = await self.call(
+                    self.api.get_operation, container_v1.GetOperationRequest(name=path)
+                )
+            except GkeError as error:
+                if not error.retryable:
+                    raise
+        if current.error.code:
+            raise classify_status(status_code(current.error.code), current.error.message)
+        return current
+
+    async def call(self, rpc: Callable[..., Awaitable[T]], request: Any) -> T:
+        """Any ClusterManager RPC of `api`: timeout, classification, bounded retries.
+
+        Retrying a create is safe: if a lost reply hid a success, the retry gets
+        ALREADY_EXISTS and `create` adopts the pool by its uid label.
+        """
+        pauses = self.retry.delays()
+        for attempt in range(len(pauses) + 1):
+            try:
+                return await rpc(request=request, retry=None, timeout=self.call_timeout)
+            except (
+                core_exceptions.GoogleAPICallError,
+                grpc.aio.AioRpcError,
+                TimeoutError,
+            ) as error:
+                classified = classify(error)
+                if not classified.retryable or attempt == len(pauses):
+                    raise classified from error
+            pause = pauses[attempt]
+            await asyncio.sleep(pause * (1 - self.retry.jitter * random.random()))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _pool_missing(error: GkeError) -> bool:
+    return error.code == grpc.StatusCode.NOT_FOUND and error.reason != "ClusterNotFound"

@@ -1,0 +1,107 @@
+"""The GKE NodePool for a planned slice: pure, no I/O.
+
+Every field comes from `SlicePlan.node_pool` (the facts sheet, section 3, as the
+catalog encodes it); this module only translates that plan into the API's types.
+Fields the plan leaves unset stay unset so GKE applies its own defaults.
+"""
+
+from __future__ import annotations
+
+from google.cloud import container_v1
+from google.protobuf import duration_pb2
+
+from dws_operator.catalog import ReservationAffinity
+from dws_operator.gke.labels import owned_by, pool_labels
+from dws_operator.planning import NodePoolSettings, SlicePlan
+
+__all__ = ["owned_by", "pool_labels", "render_node_pool"]
+
+NodePool = container_v1.NodePool
+
+_PLACEMENT_TYPES = {"COMPACT": NodePool.PlacementPolicy.Type.COMPACT}
+_RESERVATION_TYPES = {
+    ReservationAffinity.NO_RESERVATION: container_v1.ReservationAffinity.Type.NO_RESERVATION,
+    ReservationAffinity.SPECIFIC_RESERVATION: (
+        container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION
+    ),
+}
+_LOCATION_POLICIES = {
+    "ANY": container_v1.NodePoolAutoscaling.LocationPolicy.ANY,
+    "BALANCED": container_v1.NodePoolAutoscaling.LocationPolicy.BALANCED,
+}
+
+
+def render_node_pool(plan: SlicePlan, *, name: str, labels: dict[str, str]) -> NodePool:
+    """The node pool GKE must create for `plan`, named `name` and carrying `labels`."""
+    settings = plan.node_pool
+    pool = NodePool(
+        name=name,
+        config=_node_config(settings, labels),
+        initial_node_count=settings.initial_node_count,
+        autoscaling=_autoscaling(settings),
+        locations=list(settings.zones),
+    )
+    if settings.auto_repair is not None:
+        # Auto-upgrade is stated explicitly: a NodeManagement message replaces GKE's
+        # defaults wholesale, and release-channel clusters reject pools without it.
+        pool.management = container_v1.NodeManagement(
+            auto_repair=settings.auto_repair, auto_upgrade=True
+        )
+    if settings.queued_provisioning:
+        pool.queued_provisioning = NodePool.QueuedProvisioning(enabled=True)
+    if settings.placement_policy is not None:
+        pool.placement_policy = NodePool.PlacementPolicy(
+            type_=_PLACEMENT_TYPES[settings.placement_policy.type],
+            tpu_topology=settings.placement_policy.tpu_topology,
+        )
+    return pool
+
+
+def _node_config(settings: NodePoolSettings, labels: dict[str, str]) -> container_v1.NodeConfig:
+    config = container_v1.NodeConfig(
+        machine_type=settings.machine_type,
+        labels=dict(labels),
+        resource_labels=dict(labels),
+    )
+    if settings.flex_start:
+        config.flex_start = True
+    if settings.spot:
+        config.spot = True
+    if settings.max_run_duration_seconds is not None:
+        config.max_run_duration = duration_pb2.Duration(seconds=settings.max_run_duration_seconds)
+    if settings.accelerator_type is not None:
+        config.accelerators = [
+            container_v1.AcceleratorConfig(
+                accelerator_count=settings.accelerator_count or 0,
+                accelerator_type=settings.accelerator_type,
+            )
+        ]
+    affinity = settings.reservation_affinity
+    if affinity is not None:
+        config.reservation_affinity = container_v1.ReservationAffinity(
+            consume_reservation_type=_RESERVATION_TYPES[affinity.consume_reservation_type],
+            key=affinity.key or "",
+            values=list(affinity.values),
+        )
+    return config
+
+
+def _autoscaling(settings: NodePoolSettings) -> container_v1.NodePoolAutoscaling:
+    plan = settings.autoscaling
+    policy = container_v1.NodePoolAutoscaling.LocationPolicy
+    autoscaling = container_v1.NodePoolAutoscaling(
+        enabled=plan.enabled,
+        # Unspecified leaves GKE's default (BALANCED).
+        location_policy=_LOCATION_POLICIES.get(
+            plan.location_policy or "", policy.LOCATION_POLICY_UNSPECIFIED
+        ),
+    )
+    if len(settings.zones) > 1:
+        # Per-zone limits would let a pool over N zones grow to N slices: cap the total.
+        # GKE takes either the per-zone or the total limits, never both.
+        autoscaling.total_min_node_count = plan.min_node_count
+        autoscaling.total_max_node_count = plan.max_node_count
+    else:
+        autoscaling.min_node_count = plan.min_node_count
+        autoscaling.max_node_count = plan.max_node_count
+    return autoscaling

@@ -1,0 +1,42 @@
+"""Emulators for the GKE tests, each served from a background thread and always stopped."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
+from tests.gke.harness import FAST
+
+
+@pytest.fixture
+def emulator() -> Iterator[ClusterManagerEmulator]:
+    with EmulatorThread(FAST) as served:
+        yield served
+
+
+@pytest.fixture
+def make_emulator() -> Iterator[Callable[[EmulatorConfig], ClusterManagerEmulator]]:
+    """For tests that need their own config; every emulator made is stopped afterwards."""
+    threads: list[EmulatorThread] = []
+
+    def make(config: EmulatorConfig) -> ClusterManagerEmulator:
+        thread = EmulatorThread(config)
+        served = thread.__enter__()
+        threads.append(thread)
+        return served
+
+    try:
+        yield make
+    finally:
+        for thread in reversed(threads):
+            thread.__exit__(None, None, None)
+
+
+@pytest.fixture(autouse=True)
+def no_emulator_left_running() -> Iterator[None]:
+    yield
+    left = [t.name for t in threading.enumerate() if t.name == "gke-emulator"]
+    assert left == [], "an emulator thread outlived its test"

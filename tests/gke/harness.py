@@ -1,0 +1,60 @@
+"""Helpers shared by the GKE tests: fast timings and a real client on a real channel.
+
+Tests are plain functions that call `run(emulator, scenario)` (asyncio.run inside):
+no async test plugin is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from google.cloud import container_v1
+
+from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
+from dws_operator.gke import (
+    NodePoolClient,
+    PollPolicy,
+    RetryPolicy,
+    connect,
+    pool_labels,
+    render_node_pool,
+)
+from dws_operator.planning import plan_slice
+from tests.builders import make_spec
+
+T = TypeVar("T")
+MakeEmulator = Callable[[EmulatorConfig], ClusterManagerEmulator]
+
+#: Operations finish in 50 ms and the client polls every few ms: suites stay fast.
+FAST = EmulatorConfig(operation_latency_seconds=0.05)
+FAST_POLL = PollPolicy(initial_delay=0.005, max_delay=0.05, multiplier=2.0, timeout=5.0)
+FAST_RETRY = RetryPolicy(attempts=4, initial_delay=0.005, multiplier=2.0, max_delay=0.02)
+
+UID = "6f1c2a9e-3b7d-4c55-9a8e-0d2f4b6c8e1a"
+LABELS = pool_labels("team-a", "llama", UID)
+
+
+def run(
+    emulator: ClusterManagerEmulator,
+    scenario: Callable[[NodePoolClient], Awaitable[T]],
+    *,
+    cluster: str = DEFAULT_CLUSTER,
+    poll: PollPolicy = FAST_POLL,
+    retry: RetryPolicy = FAST_RETRY,
+) -> T:
+    """Run `scenario` with the real google-cloud-container client against `emulator`."""
+
+    async def main() -> T:
+        async with connect(emulator.endpoint) as api:
+            return await scenario(NodePoolClient(api, cluster, poll=poll, retry=retry))
+
+    return asyncio.run(main())
+
+
+def rendered(
+    accelerator: dict[str, Any], mode: str = "FlexStart", name: str = "dws-pool", **extra: Any
+) -> container_v1.NodePool:
+    plan = plan_slice(make_spec(accelerator, mode, **extra), pool_name=name)
+    return render_node_pool(plan, name=name, labels=LABELS)

@@ -1,0 +1,343 @@
+"""GKE's validation, as the emulator enforces it: INVALID_ARGUMENT naming the field."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import pytest
+from google.cloud import container_v1
+from google.protobuf.duration_pb2 import Duration
+
+from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
+from dws_operator.gke import GkeError, NodePoolClient
+from tests.builders import gpu, tpu
+from tests.gke.harness import UID, rendered, run
+
+NodePool = container_v1.NodePool
+Affinity = container_v1.ReservationAffinity
+
+
+def flex_tpu() -> NodePool:
+    return rendered(tpu("v6e", "4x4"))
+
+
+def queued_gpu() -> NodePool:
+    return rendered(gpu("nvidia-h100-80gb", nodes=2), "QueuedProvisioning")
+
+
+def spot_gpu() -> NodePool:
+    return rendered(gpu("nvidia-h100-80gb", nodes=2), "Spot")
+
+
+def change(base: Callable[[], NodePool], edit: Callable[[NodePool], Any]) -> Callable[[], NodePool]:
+    def build() -> NodePool:
+        pool = base()
+        edit(pool)
+        return pool
+
+    return build
+
+
+def set_(path: str, value: Any) -> Callable[[NodePool], None]:
+    def edit(pool: NodePool) -> None:
+        *parents, leaf = path.split(".")
+        target: Any = pool
+        for part in parents:
+            target = getattr(target, part)
+        setattr(target, leaf, value)
+
+    return edit
+
+
+def as_tpu_on_queued(pool: NodePool) -> None:
+    pool.config.machine_type = "ct6e-standard-4t"
+    pool.config.accelerators = []
+
+
+def as_flex_start(pool: NodePool) -> None:
+    pool.config.flex_start = True
+    pool.config.reservation_affinity = Affinity(
+        consume_reservation_type=Affinity.Type.NO_RESERVATION
+    )
+
+
+SPECIFIC = Affinity(
+    consume_reservation_type=Affinity.Type.SPECIFIC_RESERVATION,
+    key="compute.googleapis.com/reservation-name",
+    values=["res-a"],
+)
+
+RULES = [
+    pytest.param(
+        change(flex_tpu, set_("autoscaling.enabled", False)),
+        "node_pool.autoscaling",
+        "autoscaling enabled with min_node_count 0",
+        id="flex-start-needs-autoscaling",
+    ),
+    pytest.param(
+        change(flex_tpu, set_("autoscaling.min_node_count", 1)),
+        "node_pool.autoscaling",
+        "min_node_count 0",
+        id="flex-start-needs-min-zero",
+    ),
+    pytest.param(
+        change(flex_tpu, set_("config.reservation_affinity", SPECIFIC)),
+        "node_pool.config.reservation_affinity.consume_reservation_type",
+        "set NO_RESERVATION",
+        id="flex-start-no-reservation",
+    ),
+    pytest.param(
+        change(flex_tpu, set_("config.reservation_affinity", Affinity())),
+        "node_pool.config.reservation_affinity.consume_reservation_type",
+        "cannot consume reservations",
+        id="flex-start-needs-explicit-no-reservation",
+    ),
+    pytest.param(
+        change(flex_tpu, set_("config.spot", True)),
+        "node_pool.config.spot",
+        "cannot use Spot VMs",
+        id="flex-start-not-spot",
+    ),
+    pytest.param(
+        change(lambda: rendered(tpu("v4", "2x2x2"), "OnDemand"), as_flex_start),
+        "node_pool.config.machine_type",
+        "flex-start does not support TPU v3 or v4 (ct4p-hightpu-4t)",
+        id="flex-start-rejects-tpu-v4",
+    ),
+    pytest.param(
+        change(flex_tpu, set_("config.max_run_duration", Duration(seconds=8 * 86400))),
+        "node_pool.config.max_run_duration",
+        "7 days",
+        id="flex-start-max-run-duration",
+    ),
+    pytest.param(
+        change(queued_gpu, as_tpu_on_queued),
+        "node_pool.queued_provisioning.enabled",
+        "Flex start node pools don't support TPUs with queued provisioning",
+        id="queued-provisioning-rejects-tpu",
+    ),
+    pytest.param(
+        change(
+            queued_gpu,
+            lambda pool: (
+                set_("config.flex_start", False)(pool),
+                set_("autoscaling.enabled", False)(pool),
+            ),
+        ),
+        "node_pool.autoscaling.enabled",
+        "queued provisioning node pools need autoscaling",
+        id="queued-provisioning-needs-autoscaling",
+    ),
+    pytest.param(
+        change(queued_gpu, set_("initial_node_count", 2)),
+        "node_pool.initial_node_count",
+        "start empty",
+        id="queued-provisioning-starts-empty",
+    ),
+    pytest.param(
+        change(flex_tpu, set_("config.machine_type", "ct6e-standard-8t")),
+        "node_pool.placement_policy.tpu_topology",
+        "topology 4x4 (16 chips) does not fit machine type ct6e-standard-8t",
+        id="topology-machine-type-from-catalog",
+    ),
+    pytest.param(
+        change(flex_tpu, set_("placement_policy.tpu_topology", "1x1")),
+        "node_pool.placement_policy.tpu_topology",
+        "(1 chips) does not fit machine type ct6e-standard-4t (4 chips per VM)",
+        id="topology-chips-must-divide",
+    ),
+    pytest.param(
+        change(flex_tpu, set_("placement_policy.tpu_topology", "2x2x4")),
+        "node_pool.placement_policy.tpu_topology",
+        "is not a 2-D topology of TPU v6e",
+        id="topology-dimensions",
+    ),
+    pytest.param(
+        change(
+            spot_gpu,
+            set_("placement_policy", NodePool.PlacementPolicy(type_=1, tpu_topology="2x2")),
+        ),
+        "node_pool.placement_policy.tpu_topology",
+        "'a3-highgpu-8g' is not a TPU machine type",
+        id="topology-needs-tpu",
+    ),
+    pytest.param(
+        change(spot_gpu, set_("name", "Dws-Pool")),
+        "node_pool.name",
+        "'Dws-Pool' is not a valid node pool name",
+        id="name-lowercase",
+    ),
+    pytest.param(
+        change(spot_gpu, set_("name", "1-pool")),
+        "node_pool.name",
+        "starting with a letter",
+        id="name-leading-letter",
+    ),
+    pytest.param(
+        change(spot_gpu, set_("name", "d" * 41)),
+        "node_pool.name",
+        "at most 40",
+        id="name-length",
+    ),
+    pytest.param(
+        change(spot_gpu, set_("name", "dws_pool")),
+        "node_pool.name",
+        "lowercase letters, digits and hyphens",
+        id="name-characters",
+    ),
+    pytest.param(
+        change(spot_gpu, set_("name", "dws-pool-")),
+        "node_pool.name",
+        "ending with a letter or digit",
+        id="name-trailing-hyphen",
+    ),
+    pytest.param(
+        change(
+            lambda: rendered(gpu("nvidia-b200"), "Reservation", provisioning={"reservation": "r"}),
+            set_("config.reservation_affinity.key", "reservation"),
+        ),
+        "node_pool.config.reservation_affinity.key",
+        "compute.googleapis.com/reservation-name",
+        id="reservation-key",
+    ),
+    pytest.param(
+        change(
+            lambda: rendered(gpu("nvidia-b200"), "Reservation", provisioning={"reservation": "r"}),
+            set_("config.reservation_affinity.values", []),
+        ),
+        "node_pool.config.reservation_affinity.values",
+        "exactly one reservation name",
+        id="reservation-name",
+    ),
+    pytest.param(
+        change(spot_gpu, set_("locations", ["us-central1-a", "europe-west4-a"])),
+        "node_pool.locations[1]",
+        "'europe-west4-a' is not a zone of cluster",
+        id="zone-in-region",
+    ),
+    pytest.param(
+        change(
+            spot_gpu,
+            set_(
+                "config.accelerators",
+                [container_v1.AcceleratorConfig(accelerator_count=4, accelerator_type="nvidia-l4")],
+            ),
+        ),
+        "node_pool.config.accelerators[0]",
+        "a3-highgpu-8g carries 8 nvidia-h100-80gb; got 4 nvidia-l4",
+        id="gpu-matches-machine-type",
+    ),
+    pytest.param(
+        change(
+            spot_gpu,
+            lambda pool: (
+                set_("autoscaling.min_node_count", 3)(pool),
+                set_("autoscaling.max_node_count", 2)(pool),
+            ),
+        ),
+        "node_pool.autoscaling.max_node_count",
+        "must be >= min_node_count (3)",
+        id="autoscaling-bounds",
+    ),
+    pytest.param(
+        change(spot_gpu, set_("autoscaling.total_max_node_count", 4)),
+        "node_pool.autoscaling",
+        "not both",
+        id="autoscaling-per-zone-or-total",
+    ),
+]
+
+
+@pytest.mark.parametrize(("build", "field", "phrase"), RULES)
+def test_invalid_pool_is_rejected(
+    emulator: ClusterManagerEmulator, build: Callable[[], NodePool], field: str, phrase: str
+) -> None:
+    pool = build()
+
+    async def scenario(client: NodePoolClient) -> None:
+        await client.create(pool, UID)
+
+    with pytest.raises(GkeError) as caught:
+        run(emulator, scenario)
+    error = caught.value
+    assert not error.retryable
+    assert error.reason == "InvalidArgument"
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.message.startswith(f"{field}: "), error.message
+    assert phrase in error.message
+    [call] = emulator.calls_for("CreateNodePool")
+    assert call.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert emulator.node_pool(f"{DEFAULT_CLUSTER}/nodePools/{pool.name}") is None
+    assert emulator.operations() == []
+
+
+def test_autoscaling_changes_are_validated(emulator: ClusterManagerEmulator) -> None:
+    pool = flex_tpu()
+    path = f"{DEFAULT_CLUSTER}/nodePools/{pool.name}"
+
+    async def scenario(client: NodePoolClient) -> list[GkeError]:
+        created = await client.create(pool, UID)
+        assert created.operation is not None
+        await client.wait(created.operation)
+        errors = []
+        for request in (
+            container_v1.SetNodePoolAutoscalingRequest(
+                name=path, autoscaling=container_v1.NodePoolAutoscaling(enabled=False)
+            ),
+            container_v1.SetNodePoolAutoscalingRequest(
+                name=path,
+                autoscaling=container_v1.NodePoolAutoscaling(
+                    enabled=True, min_node_count=2, max_node_count=4
+                ),
+            ),
+        ):
+            with pytest.raises(GkeError) as caught:
+                await client.call(client.api.set_node_pool_autoscaling, request)
+            errors.append(caught.value)
+        with pytest.raises(GkeError) as caught:
+            await client.call(
+                client.api.set_node_pool_size,
+                container_v1.SetNodePoolSizeRequest(name=path, node_count=-1),
+            )
+        errors.append(caught.value)
+        return errors
+
+    errors = run(emulator, scenario)
+    assert [e.message.split(":")[0] for e in errors] == [
+        "autoscaling.enabled",
+        "autoscaling.min_node_count",
+        "node_count",
+    ]
+    assert all(e.reason == "InvalidArgument" and not e.retryable for e in errors)
+
+
+def test_unknown_pool_is_not_found(emulator: ClusterManagerEmulator) -> None:
+    path = f"{DEFAULT_CLUSTER}/nodePools/dws-nowhere"
+
+    async def scenario(client: NodePoolClient) -> GkeError:
+        with pytest.raises(GkeError) as caught:
+            await client.call(
+                client.api.set_node_pool_size,
+                container_v1.SetNodePoolSizeRequest(name=path, node_count=0),
+            )
+        return caught.value
+
+    error = run(emulator, scenario)
+    assert error.reason == "NodePoolNotFound"
+    assert error.message == f"Not found: {path}."
+    assert not error.retryable
+
+
+def test_malformed_names_are_invalid(emulator: ClusterManagerEmulator) -> None:
+    async def scenario(client: NodePoolClient) -> GkeError:
+        with pytest.raises(GkeError) as caught:
+            await client.call(
+                client.api.get_node_pool, container_v1.GetNodePoolRequest(name="pool-only")
+            )
+        return caught.value
+
+    error = run(emulator, scenario)
+    assert error.reason == "InvalidArgument"
+    assert error.message.startswith("name: 'pool-only' is not of the form")
