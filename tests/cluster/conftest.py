@@ -16,7 +16,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from dws_operator.devcluster import DevCluster, DevClusterOptions
-from dws_operator.devcluster.crds import install_training_request_crd
+from dws_operator.devcluster.crds import install_third_party_crds, install_training_request_crd
 
 HERE = Path(__file__).parent
 
@@ -50,6 +50,12 @@ def api(devcluster: DevCluster) -> Iterator[k8s.ApiClient]:
 def training_request_crd(api: k8s.ApiClient) -> str:
     """Installs the generated TrainingRequest CRD once per session; returns its name."""
     return install_training_request_crd(api)
+
+
+@pytest.fixture(scope="session")
+def third_party(api: k8s.ApiClient) -> list[str]:
+    """Kueue's and the ProvisioningRequest CRDs, installed once per session."""
+    return install_third_party_crds(api)
 
 
 @pytest.fixture

@@ -4,15 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from kubernetes import client as k8s
-
-from dws_operator.devcluster.crds import install_third_party_crds
-
-
-@pytest.fixture(scope="session")
-def third_party(api: k8s.ApiClient) -> list[str]:
-    return install_third_party_crds(api)
 
 
 def test_crds_are_established(third_party: list[str]) -> None:

@@ -11,10 +11,14 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from dws_operator.api import GROUP, PLURAL, VERSION
-from tests.builders import manifest, spec_body, tpu
+from dws_operator.planning import plan_slice
+from tests.builders import make_spec, manifest, spec_body, tpu
 from tests.cluster.conftest import Kubectl
 
 pytestmark = pytest.mark.usefixtures("training_request_crd")
+
+#: The status.plan the operator writes for a v6e 4x4 slice.
+PLAN = plan_slice(make_spec(tpu("v6e", "4x4"))).summary().model_dump(by_alias=True, mode="json")
 
 
 @pytest.fixture
@@ -89,18 +93,7 @@ def test_status_is_a_subresource(
     status = {
         "status": {
             "phase": "WaitingForCapacity",
-            "plan": {
-                "accelerator": "tpu-v6e",
-                "acceleratorLabel": "tpu-v6e-slice",
-                "shape": "4x4",
-                "machineType": "ct6e-standard-4t",
-                "nodes": 4,
-                "chipsPerNode": 4,
-                "totalChips": 16,
-                "singleHost": False,
-                "resourceName": "google.com/tpu",
-                "nodeSelector": {},
-            },
+            "plan": PLAN,
         }
     }
     updated = objects.patch_namespaced_custom_object_status(
@@ -145,18 +138,7 @@ def test_kubectl_get_shows_the_printer_columns(
         {
             "status": {
                 "phase": "Running",
-                "plan": {
-                    "accelerator": "tpu-v6e",
-                    "acceleratorLabel": "tpu-v6e-slice",
-                    "shape": "4x4",
-                    "machineType": "ct6e-standard-4t",
-                    "nodes": 4,
-                    "chipsPerNode": 4,
-                    "totalChips": 16,
-                    "singleHost": False,
-                    "resourceName": "google.com/tpu",
-                    "nodeSelector": {},
-                },
+                "plan": PLAN,
             }
         },
         _content_type="application/merge-patch+json",

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from dws_operator import __version__
-from dws_operator.cli import crd, devcluster, emulator, plan
+from dws_operator.cli import crd, devcluster, emulator, plan, run
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     crd.register(commands)
     devcluster.register(commands)
     emulator.register(commands)
+    run.register(commands)
     return parser
 
 

@@ -47,6 +47,8 @@ def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    # Started in the background of a script, SIGINT arrives ignored; Ctrl-C must still work.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     options = DevClusterOptions(
         controllers=args.with_controllers or args.with_kwok,
         kwok=args.with_kwok,

@@ -1,0 +1,64 @@
+"""`dws-operator run`: the operator, in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from dws_operator.controller import ConfigError, OperatorConfig, run_operator
+
+
+def register(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "run",
+        help="run the operator",
+        description=(
+            "Run the operator against the cluster of KUBECONFIG (or in-cluster credentials). "
+            "Flags override the DWS_* environment variables."
+        ),
+    )
+    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig (default: KUBECONFIG)")
+    parser.add_argument("--project", help="GCP project of the GKE cluster (DWS_GKE_PROJECT)")
+    parser.add_argument("--location", help="GKE cluster location (DWS_GKE_LOCATION)")
+    parser.add_argument("--cluster", help="GKE cluster name (DWS_GKE_CLUSTER)")
+    parser.add_argument("--gke-endpoint", help="host:port of a GKE emulator (DWS_GKE_ENDPOINT)")
+    parser.add_argument("--kueue", help="auto, required or disabled (DWS_KUEUE)")
+    parser.add_argument("--default-queue", help="default Kueue LocalQueue (DWS_DEFAULT_QUEUE)")
+    parser.add_argument("--namespaces", help="comma-separated namespaces (DWS_NAMESPACES)")
+    parser.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = OperatorConfig.from_env(
+            project=args.project,
+            location=args.location,
+            cluster=args.cluster,
+            gke_endpoint=args.gke_endpoint,
+            kueue=args.kueue,
+            default_queue=args.default_queue,
+            namespaces=args.namespaces,
+        )
+    except ConfigError as error:
+        print(f"dws-operator run: {error}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    asyncio.run(_serve(config, args))
+    return 0
+
+
+async def _serve(config: OperatorConfig, args: argparse.Namespace) -> None:
+    """Until SIGINT or SIGTERM (how Kubernetes stops a pod), then a clean kopf shutdown."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await run_operator(
+        config, kubeconfig=args.kubeconfig, stop_flag=stop, liveness_endpoint=args.liveness
+    )

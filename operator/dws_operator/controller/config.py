@@ -1,0 +1,88 @@
+"""Operator settings from flags and the environment; a bad setting is one clear line."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from dws_operator.api.base import DNS_LABEL_PATTERN
+
+_PROJECT_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+_LOCATION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+(-[a-z])?$")
+_CLUSTER_RE = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+_ENDPOINT_RE = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
+
+
+class KueueMode(StrEnum):
+    AUTO = "auto"
+    REQUIRED = "required"
+    DISABLED = "disabled"
+
+
+class ConfigError(ValueError):
+    """A missing or malformed operator setting."""
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    project: str
+    location: str
+    cluster: str
+    gke_endpoint: str | None = None
+    kueue: KueueMode = KueueMode.AUTO
+    default_queue: str | None = None
+    #: Empty: every namespace.
+    namespaces: tuple[str, ...] = ()
+
+    @property
+    def cluster_path(self) -> str:
+        return f"projects/{self.project}/locations/{self.location}/clusters/{self.cluster}"
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] = os.environ, **overrides: str | None
+    ) -> OperatorConfig:
+        """Flags (`overrides`, None = not given) win over DWS_* environment variables."""
+
+        def get(key: str, env: str) -> str | None:
+            value = overrides.get(key)
+            return value if value is not None else (environ.get(env) or None)
+
+        project = _required(get("project", "DWS_GKE_PROJECT"), "DWS_GKE_PROJECT", "--project")
+        location = _required(get("location", "DWS_GKE_LOCATION"), "DWS_GKE_LOCATION", "--location")
+        cluster = _required(get("cluster", "DWS_GKE_CLUSTER"), "DWS_GKE_CLUSTER", "--cluster")
+        _check(project, _PROJECT_RE, "DWS_GKE_PROJECT", "a GCP project id such as my-project")
+        _check(location, _LOCATION_RE, "DWS_GKE_LOCATION", "a region or zone such as us-central1")
+        _check(cluster, _CLUSTER_RE, "DWS_GKE_CLUSTER", "a GKE cluster name")
+        endpoint = get("gke_endpoint", "DWS_GKE_ENDPOINT")
+        if endpoint is not None:
+            _check(endpoint, _ENDPOINT_RE, "DWS_GKE_ENDPOINT", "host:port of a GKE API emulator")
+        kueue_text = (get("kueue", "DWS_KUEUE") or KueueMode.AUTO.value).lower()
+        try:
+            kueue = KueueMode(kueue_text)
+        except ValueError:
+            raise ConfigError(
+                f"DWS_KUEUE={kueue_text!r} is not valid; use auto, required or disabled"
+            ) from None
+        queue = get("default_queue", "DWS_DEFAULT_QUEUE")
+        if queue is not None:
+            _check(queue, re.compile(DNS_LABEL_PATTERN), "DWS_DEFAULT_QUEUE", "a LocalQueue name")
+        namespaces_text = get("namespaces", "DWS_NAMESPACES") or ""
+        namespaces = tuple(n.strip() for n in namespaces_text.split(",") if n.strip())
+        for namespace in namespaces:
+            _check(namespace, re.compile(DNS_LABEL_PATTERN), "DWS_NAMESPACES", "namespace names")
+        return cls(project, location, cluster, endpoint, kueue, queue, namespaces)
+
+
+def _required(value: str | None, env: str, flag: str) -> str:
+    if not value:
+        raise ConfigError(f"{env} is not set; set it (or pass {flag}) to the GKE cluster's value")
+    return value
+
+
+def _check(value: str, pattern: re.Pattern[str], env: str, expected: str) -> None:
+    if not pattern.match(value):
+        raise ConfigError(f"{env}={value!r} is not valid; expected {expected}")

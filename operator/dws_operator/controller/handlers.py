@@ -1,0 +1,146 @@
+"""kopf handlers (thin): a daemon per TrainingRequest runs reconcile passes; a delete
+handler holds the finalizer until the Job, Service and node pool are gone."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import kopf
+import yaml
+from kubernetes.aio.client.exceptions import ApiException
+
+from dws_operator.api import GROUP, PLURAL, VERSION
+from dws_operator.controller.config import KueueMode, OperatorConfig
+from dws_operator.controller.kube import KubeApi, connect
+from dws_operator.controller.reconciler import Reconciler
+from dws_operator.gke import GkeError, NodePoolClient
+from dws_operator.gke import connect as connect_gke
+from dws_operator.reconcile import Event, ReconcileConfig
+
+FINALIZER = "dws-operator.dev/cleanup"
+KUEUE_GROUP = "kueue.x-k8s.io"
+ANNOTATION_PREFIX = "dws-operator.dev"
+#: A request with nothing in flight is still looked at now and then (drift, lost events).
+IDLE_SECONDS = 30.0
+MAX_BACKOFF_SECONDS = 60.0
+
+
+def _connection_from_kubeconfig(path: Path) -> kopf.ConnectionInfo:
+    config = yaml.safe_load(path.read_text()) or {}
+    context_name = config.get("current-context")
+    context = next(c["context"] for c in config["contexts"] if c["name"] == context_name)
+    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
+    user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
+
+    def data(key: str) -> bytes | None:
+        value = cluster.get(key) if key.startswith("certificate-authority") else user.get(key)
+        return base64.b64decode(value) if value else None
+
+    return kopf.ConnectionInfo(
+        server=cluster["server"],
+        ca_data=data("certificate-authority-data"),
+        certificate_data=data("client-certificate-data"),
+        private_key_data=data("client-key-data"),
+        scheme="Bearer" if user.get("token") else None,
+        token=user.get("token"),
+        default_namespace=context.get("namespace"),
+    )
+
+
+def post_event(body: Mapping[str, Any], event: Event) -> None:
+    # kopf reads only the object reference (apiVersion, kind, metadata) from the body.
+    kopf.event(cast(kopf.Body, body), type=event.type, reason=event.reason, message=event.message)
+
+
+def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> kopf.OperatorRegistry:
+    """Handlers bound to `config`; a registry of their own, so tests can run several."""
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        if kubeconfig is not None:
+            return _connection_from_kubeconfig(kubeconfig)
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return kopf.login_with_service_account(**kwargs)
+        return kopf.login_with_kubeconfig(**kwargs)
+
+    @kopf.on.startup(registry=registry)
+    async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+        settings.persistence.finalizer = FINALIZER
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
+            prefix=ANNOTATION_PREFIX
+        )
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=ANNOTATION_PREFIX, key="last-handled-configuration"
+        )
+        # Our own transitions are Events; kopf's handler chatter only when it goes wrong.
+        settings.posting.level = logging.WARNING
+        settings.watching.server_timeout = 300
+        api = await connect(str(kubeconfig) if kubeconfig else None)
+        kube = KubeApi(api)
+        installed = config.kueue != KueueMode.DISABLED and await kube.has_api_group(KUEUE_GROUP)
+        if config.kueue == KueueMode.REQUIRED and not installed:
+            raise kopf.PermanentError("DWS_KUEUE=required but Kueue's CRDs are not installed")
+        gke_api = connect_gke(config.gke_endpoint)
+        memo.api, memo.gke_api = api, gke_api
+        memo.reconciler = Reconciler(
+            kube,
+            NodePoolClient(gke_api, config.cluster_path),
+            ReconcileConfig(
+                kueue=installed, default_queue=config.default_queue, location=config.location
+            ),
+            post_event,
+        )
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+        if "api" in memo:
+            await memo.api.close()
+        if "gke_api" in memo:
+            await memo.gke_api.transport.close()
+
+    @kopf.daemon(GROUP, VERSION, PLURAL, registry=registry, cancellation_timeout=5.0)
+    async def follow(
+        name: str,
+        namespace: str | None,
+        stopped: kopf.DaemonStopped,
+        memo: kopf.Memo,
+        logger: logging.Logger | logging.LoggerAdapter[Any],
+        **_: Any,
+    ) -> None:
+        assert namespace is not None  # TrainingRequests are namespaced
+        reconciler: Reconciler = memo.reconciler
+        backoff = 1.0
+        while not stopped:
+            try:
+                decision = await reconciler.reconcile(namespace, name)
+            except (ApiException, GkeError, OSError) as error:
+                # Never crash or hot-loop: say what failed, wait longer each time.
+                logger.warning("reconcile failed, retrying in %.0fs: %s", backoff, error)
+                delay, backoff = backoff, min(backoff * 2, MAX_BACKOFF_SECONDS)
+            else:
+                backoff = 1.0
+                if decision is None:
+                    return
+                delay = (
+                    decision.requeue_after if decision.requeue_after is not None else IDLE_SECONDS
+                )
+            await stopped.wait(delay)
+
+    @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)
+    async def release(name: str, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
+        assert namespace is not None
+        reconciler: Reconciler = memo.reconciler
+        try:
+            decision = await reconciler.reconcile(namespace, name)
+        except (ApiException, GkeError, OSError) as error:
+            raise kopf.TemporaryError(f"cleaning up: {error}", delay=5) from error
+        if decision is not None and not decision.released:
+            raise kopf.TemporaryError("waiting for the Job, Service and node pool to go", delay=1)
+
+    return registry

@@ -1,0 +1,135 @@
+"""The Kubernetes API, as the reconciler uses it (kubernetes.aio, the official async client)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from kubernetes.aio import client as k8s
+from kubernetes.aio import config as k8s_config
+from kubernetes.aio.client.exceptions import ApiException
+
+from dws_operator.api import GROUP, PLURAL, VERSION
+
+FIELD_MANAGER = "dws-operator"
+
+
+async def connect(kubeconfig: str | None = None) -> k8s.ApiClient:
+    """In-cluster credentials when running in a pod, else the kubeconfig (KUBECONFIG)."""
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
+        return k8s.ApiClient()
+    api: k8s.ApiClient = await k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=kubeconfig or os.environ.get("KUBECONFIG")
+    )
+    return api
+
+
+def _missing(error: ApiException) -> bool:
+    return bool(error.status == 404)
+
+
+def _model(cls: Any, manifest: dict[str, Any]) -> Any:
+    model = cls.from_dict(manifest)
+    if model is None:
+        raise ValueError(f"cannot read {manifest.get('kind')} {manifest['metadata']['name']}")
+    return model
+
+
+class KubeApi:
+    """Jobs, Services and TrainingRequest status of the namespaces the operator serves."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = api
+        self.batch = k8s.BatchV1Api(api)
+        self.core = k8s.CoreV1Api(api)
+        self.objects = k8s.CustomObjectsApi(api)
+
+    async def job(self, namespace: str, name: str) -> k8s.V1Job | None:
+        try:
+            return await self.batch.read_namespaced_job(name, namespace)
+        except ApiException as error:
+            if _missing(error):
+                return None
+            raise
+
+    async def create_job(self, manifest: dict[str, Any]) -> None:
+        """Create; an existing Job of that name is left for the next observation to judge."""
+        try:
+            await self.batch.create_namespaced_job(
+                manifest["metadata"]["namespace"],
+                _model(k8s.V1Job, manifest),
+                field_manager=FIELD_MANAGER,
+            )
+        except ApiException as error:
+            if error.status != 409:
+                raise
+
+    async def delete_job(self, namespace: str, name: str) -> None:
+        try:
+            # Background: the Job goes now, its pods follow through garbage collection.
+            await self.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
+        except ApiException as error:
+            if not _missing(error):
+                raise
+
+    async def service_owners(self, namespace: str, name: str) -> list[str] | None:
+        """The owner uids of the Service, or None when there is no such Service."""
+        try:
+            service = await self.core.read_namespaced_service(name, namespace)
+        except ApiException as error:
+            if _missing(error):
+                return None
+            raise
+        owners = (service.metadata.owner_references if service.metadata else None) or []
+        return [o.uid for o in owners]
+
+    async def create_service(self, manifest: dict[str, Any]) -> None:
+        try:
+            await self.core.create_namespaced_service(
+                manifest["metadata"]["namespace"],
+                _model(k8s.V1Service, manifest),
+                field_manager=FIELD_MANAGER,
+            )
+        except ApiException as error:
+            if error.status != 409:
+                raise
+
+    async def delete_service(self, namespace: str, name: str) -> None:
+        try:
+            await self.core.delete_namespaced_service(name, namespace)
+        except ApiException as error:
+            if not _missing(error):
+                raise
+
+    async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        await self.objects.patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            {"status": status},
+            field_manager=FIELD_MANAGER,
+            _content_type="application/merge-patch+json",
+        )
+
+    async def training_request(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            body: Any = await self.objects.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name
+            )
+        except ApiException as error:
+            if _missing(error):
+                return None
+            raise
+        return dict(body)
+
+    async def has_api_group(self, group: str) -> bool:
+        groups = (await k8s.ApisApi(self.api).get_api_versions()).groups or []
+        return any(g.name == group for g in groups)
+
+    async def training_requests(self) -> list[dict[str, Any]]:
+        listed: Any = await self.objects.list_cluster_custom_object(GROUP, VERSION, PLURAL)
+        items: list[dict[str, Any]] = listed.get("items", [])
+        return items

@@ -1,0 +1,114 @@
+"""Reading the world into an `Observed`: the TrainingRequest, its pool, Job and Service."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from google.cloud import container_v1
+from kubernetes.aio import client as k8s
+from pydantic import ValidationError
+
+from dws_operator.api import Phase, TrainingRequestStatus
+from dws_operator.controller.kube import KubeApi
+from dws_operator.gke import NodePoolClient, owned_by
+from dws_operator.reconcile import JobView, Observed, PoolState, PoolView, RequestView
+from dws_operator.reconcile.decide import pool_name_for
+from dws_operator.workload import job_name, service_name
+
+#: Phases in which a request holds nodes of its pool (seed 003's "used by other jobs").
+HOLDING = (Phase.WAITING_FOR_CAPACITY, Phase.RUNNING)
+
+
+def request_view(body: Mapping[str, Any]) -> RequestView:
+    metadata = body.get("metadata", {})
+    try:
+        status = TrainingRequestStatus.model_validate(body.get("status") or {})
+    except ValidationError:
+        # A status we cannot read (hand-edited, older operator) is rebuilt from scratch.
+        status = TrainingRequestStatus()
+    return RequestView(
+        name=metadata["name"],
+        namespace=metadata["namespace"],
+        uid=metadata["uid"],
+        generation=int(metadata.get("generation", 1)),
+        deleting=metadata.get("deletionTimestamp") is not None,
+        spec=body.get("spec") or {},
+        status=status,
+    )
+
+
+def pool_view(pool: container_v1.NodePool, uid: str) -> PoolView:
+    scaling = pool.autoscaling
+    if scaling.enabled:
+        max_nodes = max(scaling.max_node_count, scaling.total_max_node_count)
+    else:
+        max_nodes = pool.initial_node_count
+    accelerators = list(pool.config.accelerators)
+    return PoolView(
+        name=pool.name,
+        state=PoolState(container_v1.NodePool.Status(pool.status).name),
+        ours=owned_by(pool, uid),
+        max_nodes=max_nodes,
+        machine_type=pool.config.machine_type,
+        accelerator_type=accelerators[0].accelerator_type if accelerators else None,
+        message=pool.status_message,
+    )
+
+
+def job_view(job: k8s.V1Job, uid: str) -> JobView:
+    metadata, status = job.metadata, job.status
+    owners = (metadata.owner_references if metadata else None) or []
+    conditions = (status.conditions if status else None) or []
+
+    def true(kind: str) -> k8s.V1JobCondition | None:
+        return next((c for c in conditions if c.type == kind and c.status == "True"), None)
+
+    failed = true("Failed")
+    return JobView(
+        name=(metadata.name if metadata else None) or "",
+        ours=any(o.uid == uid for o in owners),
+        complete=true("Complete") is not None,
+        failed=failed is not None,
+        failure_reason=(failed.reason if failed else None) or "",
+        failure_message=(failed.message if failed else None) or "",
+        suspended=bool(job.spec and job.spec.suspend),
+        active=(status.active if status else None) or 0,
+        ready=(status.ready if status else None) or 0,
+        succeeded=(status.succeeded if status else None) or 0,
+    )
+
+
+async def observe(body: Mapping[str, Any], kube: KubeApi, gke: NodePoolClient) -> Observed:
+    request = request_view(body)
+    pool_name = pool_name_for(request)
+    pool = await gke.get(pool_name)
+    job_ref = request.status.job.name if request.status.job else None
+    job = await kube.job(
+        request.namespace, job_ref or job_name(request.name, request.status.restarts)
+    )
+    existing = bool((request.spec.get("nodePool") or {}).get("existing", False))
+    owners = await kube.service_owners(request.namespace, service_name(request.name))
+    return Observed(
+        request=request,
+        now=datetime.now(UTC),
+        pool=pool_view(pool, request.uid) if pool is not None else None,
+        job=job_view(job, request.uid) if job is not None else None,
+        service_exists=owners is not None and request.uid in owners,
+        service_taken=owners is not None and request.uid not in owners,
+        nodes_used_by_others=(
+            await _nodes_used_by_others(kube, pool_name, request.uid) if existing else 0
+        ),
+    )
+
+
+async def _nodes_used_by_others(kube: KubeApi, pool: str, uid: str) -> int:
+    used = 0
+    for item in await kube.training_requests():
+        status = item.get("status") or {}
+        if item["metadata"]["uid"] == uid or status.get("phase") not in HOLDING:
+            continue
+        if (status.get("nodePool") or {}).get("name") == pool:
+            used += int((status.get("plan") or {}).get("nodes", 0))
+    return used

@@ -1,0 +1,128 @@
+"""One reconcile pass: observe, decide, write status, act, post events.
+
+The status is written before the actions run: a crash between the two leaves a
+status that the next pass re-derives from what it observes, while a crash after an
+action leaves an object the next pass finds (names are deterministic) instead of
+making a second one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dws_operator.api import TrainingRequestStatus
+from dws_operator.controller.kube import KubeApi
+from dws_operator.controller.observe import observe
+from dws_operator.gke import GkeError, NodePoolClient, pool_labels, render_node_pool
+from dws_operator.reconcile import (
+    Action,
+    CreateJob,
+    CreateNodePool,
+    CreateService,
+    Decision,
+    DeleteJob,
+    DeleteNodePool,
+    DeleteService,
+    Event,
+    Observed,
+    ReconcileConfig,
+    RequestView,
+    ScaleNodePoolToZero,
+    decide,
+    failed,
+)
+from dws_operator.reconcile import conditions as cond
+
+log = logging.getLogger(__name__)
+
+#: Posts an Event about the object (its body) to Kubernetes.
+EventSink = Callable[[Mapping[str, Any], Event], None]
+#: Pause after a GKE error that retries did not clear, before the next pass.
+GKE_BACKOFF_SECONDS = 10.0
+
+
+def _dump(status: TrainingRequestStatus) -> dict[str, Any]:
+    return status.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class Reconciler:
+    def __init__(
+        self, kube: KubeApi, gke: NodePoolClient, config: ReconcileConfig, emit: EventSink
+    ) -> None:
+        self.kube = kube
+        self.gke = gke
+        self.config = config
+        self.emit = emit
+
+    async def reconcile(self, namespace: str, name: str) -> Decision | None:
+        """One pass over the request as it is now; None when it no longer exists."""
+        # Read afresh rather than trusting the watch's copy, which can lag behind the
+        # status the previous pass wrote.
+        body = await self.kube.training_request(namespace, name)
+        if body is None:
+            return None
+        observed = await observe(body, self.kube, self.gke)
+        decision = decide(observed, self.config)
+        await self._write_status(observed.request, decision.status)
+        try:
+            for action in decision.actions:
+                await self._execute(observed.request, action)
+        except GkeError as error:
+            decision = await self._gke_failed(observed, decision, action, error)
+        for event in decision.events:
+            self.emit(body, event)
+        return decision
+
+    async def _write_status(self, request: RequestView, status: TrainingRequestStatus) -> None:
+        if _dump(status) != _dump(request.status):
+            await self.kube.patch_status(request.namespace, request.name, _dump(status))
+
+    async def _execute(self, request: RequestView, action: Action) -> None:
+        log.info("%s/%s: %s", request.namespace, request.name, type(action).__name__)
+        match action:
+            case CreateNodePool(name=name, plan=plan):
+                labels = pool_labels(request.namespace, request.name, request.uid)
+                await self.gke.create(render_node_pool(plan, name=name, labels=labels), request.uid)
+            case ScaleNodePoolToZero(name=name):
+                await self.gke.scale_to_zero(name)
+            case DeleteNodePool(name=name):
+                await self.gke.delete(name)
+            case CreateService(manifest=manifest):
+                await self.kube.create_service(manifest)
+            case CreateJob(manifest=manifest):
+                await self.kube.create_job(manifest)
+            case DeleteJob(name=name):
+                await self.kube.delete_job(request.namespace, name)
+            case DeleteService(name=name):
+                await self.kube.delete_service(request.namespace, name)
+
+    async def _gke_failed(
+        self, observed: Observed, decision: Decision, action: Action, error: GkeError
+    ) -> Decision:
+        """A GKE call failed after the client's retries: Failed if it never can succeed,
+        otherwise say so in the status and try again after a pause."""
+        request = observed.request
+        if not error.retryable and isinstance(action, CreateNodePool):
+            outcome = failed(observed, error.reason, error.message)
+            await self._write_status(request, outcome.status)
+            return outcome
+        status = decision.status.model_copy(deep=True)
+        kind = cond.NODE_POOL_READY if isinstance(action, CreateNodePool) else cond.SCALED_DOWN
+        status.conditions = cond.set_condition(
+            status.conditions,
+            kind,
+            "False",
+            error.reason,
+            error.message,
+            observed.now,
+            request.generation,
+        )
+        status.message = f"GKE {error.reason}: {error.message} (retrying)"
+        await self._write_status(request, status)
+        return Decision(
+            status=status,
+            requeue_after=GKE_BACKOFF_SECONDS,
+            events=[*decision.events, Event("Warning", error.reason, error.message)],
+        )

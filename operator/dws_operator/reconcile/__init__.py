@@ -1,0 +1,43 @@
+"""The reconcile decision (pure): observed state in, status, actions and events out."""
+
+from dws_operator.reconcile.actions import (
+    Action,
+    CreateJob,
+    CreateNodePool,
+    CreateService,
+    DeleteJob,
+    DeleteNodePool,
+    DeleteService,
+    ScaleNodePoolToZero,
+)
+from dws_operator.reconcile.decide import (
+    Decision,
+    Event,
+    ReconcileConfig,
+    decide,
+    failed,
+    pool_name_for,
+)
+from dws_operator.reconcile.observed import JobView, Observed, PoolState, PoolView, RequestView
+
+__all__ = [
+    "Action",
+    "CreateJob",
+    "CreateNodePool",
+    "CreateService",
+    "Decision",
+    "DeleteJob",
+    "DeleteNodePool",
+    "DeleteService",
+    "Event",
+    "JobView",
+    "Observed",
+    "PoolState",
+    "PoolView",
+    "ReconcileConfig",
+    "RequestView",
+    "ScaleNodePoolToZero",
+    "decide",
+    "failed",
+    "pool_name_for",
+]

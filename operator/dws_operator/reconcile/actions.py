@@ -1,0 +1,55 @@
+"""What the reconciler asks the shell to do. Each action is idempotent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dws_operator.planning import SlicePlan
+
+
+@dataclass(frozen=True)
+class CreateNodePool:
+    name: str
+    plan: SlicePlan
+
+
+@dataclass(frozen=True)
+class ScaleNodePoolToZero:
+    name: str
+
+
+@dataclass(frozen=True)
+class DeleteNodePool:
+    name: str
+
+
+@dataclass(frozen=True)
+class CreateService:
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CreateJob:
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DeleteJob:
+    name: str
+
+
+@dataclass(frozen=True)
+class DeleteService:
+    name: str
+
+
+Action = (
+    CreateNodePool
+    | ScaleNodePoolToZero
+    | DeleteNodePool
+    | CreateService
+    | CreateJob
+    | DeleteJob
+    | DeleteService
+)

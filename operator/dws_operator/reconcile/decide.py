@@ -1,0 +1,361 @@
+"""The reconcile decision: observed state in; new status, actions and events out. Pure.
+
+Status is written before the actions run, and every action is idempotent and keyed
+on the object's uid (deterministic pool and Job names), so an operator killed at
+any point converges on restart: it re-observes, decides the same thing, and finds
+what it already created.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from pydantic import ValidationError
+
+from dws_operator.api import (
+    CleanupPolicy,
+    NodePoolStatus,
+    ObjectReference,
+    Phase,
+    TrainingRequestSpec,
+    TrainingRequestStatus,
+)
+from dws_operator.errors import InvalidSpec, from_validation_error
+from dws_operator.naming import default_node_pool_name
+from dws_operator.planning import SlicePlan, plan_slice
+from dws_operator.reconcile import conditions as cond
+from dws_operator.reconcile.actions import (
+    Action,
+    CreateJob,
+    CreateNodePool,
+    CreateService,
+    DeleteJob,
+    DeleteNodePool,
+    DeleteService,
+    ScaleNodePoolToZero,
+)
+from dws_operator.reconcile.observed import Observed, PoolState, RequestView
+from dws_operator.workload import (
+    RequestRef,
+    job_name,
+    needs_service,
+    queue_for,
+    render_job,
+    render_service,
+    service_name,
+    uses_provisioning_request,
+)
+
+TERMINAL = (Phase.SUCCEEDED, Phase.FAILED)
+#: How soon to look again while something is in flight (pool operation, pods starting).
+FOLLOW_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class ReconcileConfig:
+    kueue: bool = False
+    default_queue: str | None = None
+    location: str | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass
+class Decision:
+    status: TrainingRequestStatus
+    actions: list[Action] = field(default_factory=list)
+    #: Seconds until the next look; None when nothing is left to do or wait for.
+    requeue_after: float | None = None
+    events: list[Event] = field(default_factory=list)
+    #: Deletion only: everything the operator created is gone, the finalizer may go.
+    released: bool = False
+
+
+def pool_name_for(request: RequestView) -> str:
+    """The node pool of `request`: the one it names, else derived from name and uid."""
+    pool = request.spec.get("nodePool") or {}
+    name = pool.get("name") if isinstance(pool, dict) else None
+    return (
+        name
+        if isinstance(name, str) and name
+        else default_node_pool_name(request.name, request.uid)
+    )
+
+
+class _Run:
+    """One decision being built: the status so far and the actions to take."""
+
+    def __init__(self, observed: Observed) -> None:
+        self.observed = observed
+        self.request = observed.request
+        self.now = observed.now
+        self.before = observed.request.status.phase
+        self.status = observed.request.status.model_copy(deep=True)
+        self.status.observed_generation = self.request.generation
+        self.decision = Decision(status=self.status)
+
+    def condition(self, type_: str, status: cond.ConditionStatus, reason: str, msg: str) -> None:
+        self.status.conditions = cond.set_condition(
+            self.status.conditions, type_, status, reason, msg, self.now, self.request.generation
+        )
+
+    def act(self, action: Action) -> None:
+        self.decision.actions.append(action)
+
+    def phase(self, phase: Phase, message: str, requeue: float | None = FOLLOW_SECONDS) -> Decision:
+        self.status.phase = phase
+        self.status.message = message
+        self.decision.requeue_after = requeue
+        if phase != self.before:
+            kind = "Warning" if phase == Phase.FAILED else "Normal"
+            self.decision.events.append(Event(kind, phase.value, message))
+        return self.decision
+
+    def fail(self, reason: str, message: str) -> Decision:
+        self.condition(cond.COMPLETED, "False", reason, message)
+        self.status.finished_at = self.status.finished_at or self.now
+        return self.phase(Phase.FAILED, f"{reason}: {message}", requeue=1.0)
+
+
+def decide(observed: Observed, config: ReconcileConfig) -> Decision:
+    run = _Run(observed)
+    if run.request.deleting:
+        return _release(run)
+    try:
+        spec = TrainingRequestSpec.model_validate(run.request.spec)
+        pool_name = pool_name_for(run.request)
+        plan = plan_slice(spec, pool_name=pool_name)
+    except ValidationError as error:
+        return _invalid(run, from_validation_error(error))
+    except InvalidSpec as invalid:
+        return _invalid(run, invalid)
+    run.condition(cond.VALID, "True", "Planned", f"{plan.nodes} x {plan.machine_type}")
+    run.status.plan = plan.summary()
+    managed = not spec.node_pool.existing
+    run.status.node_pool = NodePoolStatus(
+        name=pool_name,
+        managed=managed,
+        location=config.location,
+        operation=run.status.node_pool.operation if run.status.node_pool else None,
+    )
+    if run.status.phase in TERMINAL:
+        return _clean_up(run, spec)
+    if uses_provisioning_request(spec.provisioning):
+        if not config.kueue:
+            return run.fail(
+                "KueueRequired",
+                "QueuedProvisioning scales up only through a ProvisioningRequest created by "
+                "Kueue; enable Kueue (DWS_KUEUE) or choose FlexStart",
+            )
+        if queue_for(spec, config.default_queue) is None:
+            return run.fail(
+                "QueueRequired",
+                "QueuedProvisioning needs a Kueue LocalQueue: set spec.queueName or the "
+                "operator's DWS_DEFAULT_QUEUE",
+            )
+    run.status.requested_at = run.status.requested_at or run.now
+    still_provisioning = run.status.phase in (Phase.PROVISIONING, Phase.PENDING)
+    if still_provisioning and run.observed.job is None and _timed_out(run, plan):
+        _capacity_timeout(run, spec, plan)
+        return _clean_up(run, spec)
+    waiting = _node_pool(run, spec, plan, managed)
+    if waiting is not None:
+        return waiting
+    return _workload(run, spec, plan, config)
+
+
+def _invalid(run: _Run, invalid: InvalidSpec) -> Decision:
+    message = "; ".join(str(e) for e in invalid.errors)
+    run.condition(cond.VALID, "False", "InvalidSpec", message)
+    if run.status.phase == Phase.FAILED:
+        return run.phase(Phase.FAILED, run.status.message or message, requeue=None)
+    return run.fail("InvalidSpec", message)
+
+
+def _node_pool(
+    run: _Run, spec: TrainingRequestSpec, plan: SlicePlan, managed: bool
+) -> Decision | None:
+    """Ensure the pool; a Decision while it is not ready, None once work can run on it."""
+    pool = run.observed.pool
+    name = plan.node_pool.name or ""
+    if not managed:
+        if pool is None:
+            return run.fail("NodePoolNotFound", f"existing node pool {name} does not exist")
+        if pool.machine_type != plan.machine_type:
+            return run.fail(
+                "NodePoolMismatch",
+                f"node pool {name} runs {pool.machine_type}, the request needs {plan.machine_type}",
+            )
+        if plan.kind == "gpu" and pool.accelerator_type not in (None, plan.accelerator_label):
+            return run.fail(
+                "NodePoolMismatch",
+                f"node pool {name} carries {pool.accelerator_type}, not {plan.accelerator_label}",
+            )
+        if pool.max_nodes < plan.nodes:
+            return run.fail(
+                "NodePoolTooSmall",
+                f"node pool {name} has at most {pool.max_nodes} nodes; the slice needs "
+                f"{plan.nodes}",
+            )
+        free = pool.max_nodes - run.observed.nodes_used_by_others
+        if run.observed.job is None and free < plan.nodes:
+            message = f"{free} of {pool.max_nodes} nodes of {name} free, {plan.nodes} needed"
+            run.condition(cond.NODE_POOL_READY, "False", "NodesInUse", message)
+            return run.phase(Phase.PENDING, f"Waiting for nodes of {name}: {message}", 5.0)
+        run.condition(cond.NODE_POOL_READY, "True", "Existing", f"using existing node pool {name}")
+        return None
+    if pool is None:
+        run.condition(cond.NODE_POOL_READY, "False", "Creating", f"creating node pool {name}")
+        run.act(CreateNodePool(name=name, plan=plan))
+        return run.phase(Phase.PROVISIONING, f"Creating node pool {name}", 1.0)
+    if not pool.ours:
+        return run.fail(
+            "NodePoolNameTaken", f"node pool {name} exists and belongs to something else"
+        )
+    if pool.state == PoolState.ERROR:
+        return run.fail("NodePoolError", pool.message or f"node pool {name} is in error")
+    if pool.state in (PoolState.PROVISIONING, PoolState.STOPPING):
+        run.condition(
+            cond.NODE_POOL_READY, "False", "Provisioning", f"node pool {name} {pool.state}"
+        )
+        return run.phase(Phase.PROVISIONING, f"Node pool {name} is {pool.state.lower()}", 1.0)
+    run.condition(cond.NODE_POOL_READY, "True", "Created", f"node pool {name} is ready")
+    return None
+
+
+def _workload(
+    run: _Run, spec: TrainingRequestSpec, plan: SlicePlan, config: ReconcileConfig
+) -> Decision:
+    request = run.request
+    ref = RequestRef(request.name, request.namespace, request.uid)
+    observed = run.observed
+    multi_host = needs_service(plan)
+    if multi_host:
+        if observed.service_taken:
+            return run.fail(
+                "ServiceNameTaken",
+                f"Service {service_name(request.name)} exists and belongs to something else",
+            )
+        run.status.service = ObjectReference(name=service_name(request.name))
+
+    def ensure_service() -> None:
+        # Only while the work can still run: a finished request gets no new objects.
+        if multi_host and not observed.service_exists:
+            run.act(CreateService(render_service(ref)))
+
+    job = observed.job
+    attempt = run.status.restarts
+    if job is None:
+        ensure_service()
+        queue = queue_for(spec, config.default_queue) if config.kueue else None
+        run.act(CreateJob(render_job(ref, spec, plan, attempt=attempt, queue=queue)))
+        run.status.job = ObjectReference(name=job_name(request.name, attempt))
+        run.condition(cond.WORKLOAD_CREATED, "True", "JobCreated", f"Job {run.status.job.name}")
+        run.condition(cond.CAPACITY_PROVISIONED, "False", "Waiting", "waiting for nodes")
+        return run.phase(Phase.WAITING_FOR_CAPACITY, f"Waiting for capacity: 0/{plan.nodes} nodes")
+    if not job.ours:
+        return run.fail("JobNameTaken", f"Job {job.name} exists and belongs to something else")
+    run.status.job = ObjectReference(name=job.name)
+    run.condition(cond.WORKLOAD_CREATED, "True", "JobCreated", f"Job {job.name}")
+    if job.complete:
+        run.status.finished_at = run.status.finished_at or run.now
+        run.condition(cond.COMPLETED, "True", "JobSucceeded", f"Job {job.name} succeeded")
+        run.phase(Phase.SUCCEEDED, f"Job {job.name} succeeded")
+        return _clean_up(run, spec)
+    if job.failed:
+        run.fail(job.failure_reason or "JobFailed", job.failure_message or f"Job {job.name} failed")
+        return _clean_up(run, spec)
+    if job.ready >= plan.nodes or run.status.started_at is not None:
+        ensure_service()
+        run.status.started_at = run.status.started_at or run.now
+        run.status.provisioned_at = run.status.provisioned_at or run.now
+        run.condition(cond.CAPACITY_PROVISIONED, "True", "NodesReady", f"{plan.nodes} nodes")
+        return run.phase(Phase.RUNNING, f"Running on {plan.nodes} x {plan.machine_type}")
+    if _timed_out(run, plan):
+        _capacity_timeout(run, spec, plan)
+        return _clean_up(run, spec)
+    ensure_service()
+    message = f"Waiting for capacity: {job.ready}/{plan.nodes} nodes ready"
+    run.condition(cond.CAPACITY_PROVISIONED, "False", "Waiting", message)
+    return run.phase(Phase.WAITING_FOR_CAPACITY, message)
+
+
+def _timed_out(run: _Run, plan: SlicePlan) -> bool:
+    """maxWaitDuration passed since capacity was requested (0s: never)."""
+    waited = run.now - (run.status.requested_at or run.now)
+    return bool(plan.max_wait_seconds) and waited > timedelta(seconds=plan.max_wait_seconds)
+
+
+def _capacity_timeout(run: _Run, spec: TrainingRequestSpec, plan: SlicePlan) -> None:
+    run.fail(
+        "CapacityTimeout",
+        f"no capacity for {plan.nodes} x {plan.machine_type} within "
+        f"{spec.provisioning.max_wait_duration}",
+    )
+
+
+def _clean_up(run: _Run, spec: TrainingRequestSpec) -> Decision:
+    """After the work ends: stop what could still start, then ScaleToZero/Delete/Keep."""
+    observed, status = run.observed, run.status
+    job = observed.job
+    pending = job is not None and job.ours and not (job.complete or job.failed)
+    if status.phase == Phase.FAILED and pending and job is not None:
+        # Pods still waiting for capacity must not start on nodes arriving later.
+        run.act(DeleteJob(job.name))
+        if observed.service_exists:
+            run.act(DeleteService(service_name(run.request.name)))
+    pool = observed.pool
+    managed = status.node_pool is not None and status.node_pool.managed
+    done = True
+    if managed and pool is not None and pool.ours:
+        if spec.node_pool.cleanup == CleanupPolicy.SCALE_TO_ZERO:
+            if pool.max_nodes > 0:
+                run.act(ScaleNodePoolToZero(pool.name))
+                done = False
+            else:
+                _scaled_down(run, "ScaledToZero", f"node pool {pool.name} has no nodes")
+        elif spec.node_pool.cleanup == CleanupPolicy.DELETE:
+            if pool.state != PoolState.STOPPING:
+                run.act(DeleteNodePool(pool.name))
+            done = False
+    elif managed and pool is None and spec.node_pool.cleanup == CleanupPolicy.DELETE:
+        _scaled_down(run, "Deleted", "node pool deleted")
+    run.decision.requeue_after = None if done and not run.decision.actions else 1.0
+    return run.decision
+
+
+def _scaled_down(run: _Run, reason: str, message: str) -> None:
+    if run.status.scaled_down_at is None:
+        run.status.scaled_down_at = run.now
+        run.decision.events.append(Event("Normal", reason, message))
+    run.condition(cond.SCALED_DOWN, "True", reason, message)
+
+
+def _release(run: _Run) -> Decision:
+    """Deletion: remove the Job, the Service and a pool the operator created, then let go."""
+    observed, request = run.observed, run.request
+    if observed.job is not None and observed.job.ours:
+        run.act(DeleteJob(observed.job.name))
+    if observed.service_exists:
+        run.act(DeleteService(service_name(request.name)))
+    pool = observed.pool
+    node_pool = request.spec.get("nodePool")
+    managed = not (isinstance(node_pool, dict) and node_pool.get("existing", False))
+    if managed and pool is not None and pool.ours and pool.state != PoolState.STOPPING:
+        run.act(DeleteNodePool(pool.name))
+    gone = not run.decision.actions and (pool is None or not managed or not pool.ours)
+    run.decision.released = gone
+    return run.phase(
+        Phase.DELETING, "Deleting the Job, Service and node pool", None if gone else 1.0
+    )
+
+
+def failed(observed: Observed, reason: str, message: str) -> Decision:
+    """The decision for a request whose action failed for good (a terminal GKE error)."""
+    return _Run(observed).fail(reason, message)

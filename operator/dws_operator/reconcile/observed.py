@@ -1,0 +1,84 @@
+"""What the reconciler sees: the TrainingRequest, its node pool, Job and Service.
+
+Plain values gathered by the shell (Kubernetes and GKE reads), so the decision is a
+pure function of them and can be tested without either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from dws_operator.api import TrainingRequestStatus
+
+
+class PoolState(StrEnum):
+    """GKE's NodePool.Status values the decision distinguishes."""
+
+    PROVISIONING = "PROVISIONING"
+    RUNNING = "RUNNING"
+    RECONCILING = "RECONCILING"
+    STOPPING = "STOPPING"
+    ERROR = "ERROR"
+    RUNNING_WITH_ERROR = "RUNNING_WITH_ERROR"
+
+
+@dataclass(frozen=True)
+class RequestView:
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    deleting: bool
+    spec: Mapping[str, Any]
+    status: TrainingRequestStatus
+
+
+@dataclass(frozen=True)
+class PoolView:
+    name: str
+    state: PoolState
+    #: Carries the uid label of this TrainingRequest (so the operator may manage it).
+    ours: bool
+    #: The autoscaler's ceiling (per zone or total); 0 once scaled to zero.
+    max_nodes: int
+    machine_type: str
+    accelerator_type: str | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class JobView:
+    name: str
+    #: Owned by this TrainingRequest (uid in its owner references).
+    ours: bool
+    complete: bool = False
+    failed: bool = False
+    failure_reason: str = ""
+    failure_message: str = ""
+    suspended: bool = False
+    active: int = 0
+    ready: int = 0
+    succeeded: int = 0
+    #: Pods that failed because their node went away (spot preemption, node loss).
+    disrupted: int = 0
+
+
+@dataclass(frozen=True)
+class Observed:
+    request: RequestView
+    now: datetime
+    #: None when absent; not looked up (also None) before the plan is known.
+    pool: PoolView | None = None
+    job: JobView | None = None
+    #: A Service of this TrainingRequest (owner reference with its uid) exists.
+    service_exists: bool = False
+    #: A Service of that name exists but belongs to something else.
+    service_taken: bool = False
+    #: Nodes of an existing pool that other running TrainingRequests hold (seed 003).
+    nodes_used_by_others: int = 0
+    #: Extra facts the shell learned (for messages), e.g. the last GKE error.
+    notes: Mapping[str, str] = field(default_factory=dict)

@@ -1,0 +1,214 @@
+"""The Kubernetes objects a TrainingRequest runs as: a batch/v1 Job and, for slices of
+more than one node, a headless Service giving the pods stable hostnames. Pure.
+
+Multi-host slices (seed 004): an Indexed Job with completions = parallelism = nodes,
+backoffLimit 0, restartPolicy Never, one pod per node, `subdomain` = the headless
+Service. Single-host: a plain Job with restartPolicy OnFailure.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dws_operator.api import API_VERSION, KIND, ProvisioningSpec, TrainingRequestSpec
+from dws_operator.catalog import MODE_SETTINGS
+from dws_operator.planning import SlicePlan
+
+Manifest = dict[str, Any]
+
+REQUEST_LABEL = "dws-operator.dev/training-request"
+ATTEMPT_LABEL = "dws-operator.dev/attempt"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "dws-operator"}
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+MAX_RUN_ANNOTATION = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+#: TPU VMs talk to each other on 8471 and expose runtime metrics on 8431 (seed 004).
+TPU_PORTS = {"tpu-ici": 8471, "tpu-metrics": 8431}
+
+
+@dataclass(frozen=True)
+class RequestRef:
+    """What a rendered object needs to know of its TrainingRequest."""
+
+    name: str
+    namespace: str
+    uid: str
+
+    def owner_reference(self) -> Manifest:
+        return {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+def job_name(request: str, attempt: int) -> str:
+    """The first attempt keeps the request's name; restarts get `-r<n>` (within 63 chars)."""
+    return request if attempt == 0 else f"{request}-r{attempt}"
+
+
+def service_name(request: str) -> str:
+    return request
+
+
+def needs_service(plan: SlicePlan) -> bool:
+    return plan.nodes > 1
+
+
+def _labels(ref: RequestRef, extra: Mapping[str, str] = {}) -> dict[str, str]:
+    return {**MANAGED_BY, REQUEST_LABEL: ref.name, **extra}
+
+
+def render_service(ref: RequestRef) -> Manifest:
+    """Headless: DNS gives each pod `<job>-<index>.<service>` and nothing load-balances."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": service_name(ref.name),
+            "namespace": ref.namespace,
+            "labels": _labels(ref),
+            "ownerReferences": [ref.owner_reference()],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": {REQUEST_LABEL: ref.name},
+            # Peers must resolve each other before any of them is Ready.
+            "publishNotReadyAddresses": True,
+        },
+    }
+
+
+def _merge_tolerations(own: list[Manifest], required: list[Manifest]) -> list[Manifest]:
+    merged = list(own)
+    for toleration in required:
+        if toleration not in merged:
+            merged.append(toleration)
+    return merged
+
+
+def _worker_env(plan: SlicePlan, job: str, service: str) -> list[Manifest]:
+    hostnames = ",".join(f"{job}-{i}.{service}" for i in range(plan.nodes))
+    index = {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"}}
+    return [
+        {"name": "TPU_WORKER_ID", "valueFrom": index},
+        {"name": "TPU_WORKER_HOSTNAMES", "value": hostnames},
+    ]
+
+
+def _accelerator_container(containers: list[Manifest], resource: str) -> int:
+    """The container that asks for the accelerator already, else the first one."""
+    for index, container in enumerate(containers):
+        resources = container.get("resources") or {}
+        if any(resource in (resources.get(kind) or {}) for kind in ("requests", "limits")):
+            return index
+    return 0
+
+
+def _training_container(container: Manifest, plan: SlicePlan, env: list[Manifest]) -> Manifest:
+    """The training container gets all of the node's chips (`chipsPerNode`) in requests
+    and limits: a pod asking for more than a node has would never be scheduled."""
+    resources = container.setdefault("resources", {})
+    for kind in ("requests", "limits"):
+        resources.setdefault(kind, {})[plan.resource_name] = str(plan.chips_per_node)
+    if env:
+        names = {e["name"] for e in env}
+        container["env"] = [e for e in container.get("env", []) if e["name"] not in names] + env
+    if plan.kind == "tpu" and not plan.single_host:
+        ports = container.setdefault("ports", [])
+        taken = {p.get("containerPort") for p in ports}
+        ports.extend(
+            {"name": name, "containerPort": port}
+            for name, port in TPU_PORTS.items()
+            if port not in taken
+        )
+    return container
+
+
+def render_job(
+    ref: RequestRef,
+    spec: TrainingRequestSpec,
+    plan: SlicePlan,
+    *,
+    attempt: int = 0,
+    queue: str | None = None,
+) -> Manifest:
+    """The Job of one attempt. `queue` set means Kueue admits it (created suspended)."""
+    name = job_name(ref.name, attempt)
+    template = spec.template.model_dump(by_alias=True, exclude_none=True, mode="json")
+    pod_meta = template.get("metadata") or {}
+    pod_spec: Manifest = copy.deepcopy(template["spec"])
+    multi_host = not plan.single_host
+
+    env = (
+        _worker_env(plan, name, service_name(ref.name)) if plan.kind == "tpu" and multi_host else []
+    )
+    containers = pod_spec["containers"]
+    index = _accelerator_container(containers, plan.resource_name)
+    containers[index] = _training_container(containers[index], plan, env)
+    pod_spec["nodeSelector"] = {**pod_spec.get("nodeSelector", {}), **plan.node_selector}
+    pod_spec["tolerations"] = _merge_tolerations(
+        pod_spec.get("tolerations", []),
+        [t.model_dump(by_alias=True) for t in plan.tolerations],
+    )
+    pod_spec["restartPolicy"] = "Never" if multi_host else "OnFailure"
+    if multi_host:
+        pod_spec["subdomain"] = service_name(ref.name)
+
+    labels = _labels(ref, {ATTEMPT_LABEL: str(attempt)})
+    job_labels = dict(labels)
+    annotations: dict[str, str] = {}
+    if queue is not None:
+        job_labels[QUEUE_LABEL] = queue
+        if MODE_SETTINGS[spec.provisioning.mode].needs_provisioning_request:
+            annotations[MAX_RUN_ANNOTATION] = str(plan.max_run_seconds)
+
+    job_spec: Manifest = {
+        "template": {
+            "metadata": {
+                "labels": {**pod_meta.get("labels", {}), **labels},
+                "annotations": dict(pod_meta.get("annotations", {})),
+            },
+            "spec": pod_spec,
+        },
+        # The run-time cap; Kubernetes restarts this clock when a suspended Job resumes.
+        "activeDeadlineSeconds": plan.max_run_seconds,
+    }
+    if multi_host:
+        job_spec |= {
+            "completionMode": "Indexed",
+            "completions": plan.nodes,
+            "parallelism": plan.nodes,
+            # One lost worker fails the slice; restarts are the operator's decision.
+            "backoffLimit": 0,
+        }
+    else:
+        job_spec |= {"completions": 1, "parallelism": 1}
+    if queue is not None:
+        job_spec["suspend"] = True
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": ref.namespace,
+            "labels": job_labels,
+            "annotations": annotations,
+            "ownerReferences": [ref.owner_reference()],
+        },
+        "spec": job_spec,
+    }
+
+
+def queue_for(spec: TrainingRequestSpec, default_queue: str | None) -> str | None:
+    return spec.queue_name or default_queue
+
+
+def uses_provisioning_request(provisioning: ProvisioningSpec) -> bool:
+    return MODE_SETTINGS[provisioning.mode].needs_provisioning_request

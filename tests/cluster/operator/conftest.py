@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client as k8s
+
+from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
+from dws_operator.devcluster import DevCluster
+from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
+from tests.cluster.operator.harness import Scenario
+
+
+@pytest.fixture
+def emulator_config() -> EmulatorConfig:
+    return EmulatorConfig(operation_latency_seconds=0.3)
+
+
+@pytest.fixture
+def emulator(emulator_config: EmulatorConfig) -> Iterator[ClusterManagerEmulator]:
+    with EmulatorThread(emulator_config) as served:
+        yield served
+
+
+@pytest.fixture
+def operator_config(emulator: ClusterManagerEmulator) -> OperatorConfig:
+    return OperatorConfig(
+        project="dws-sandbox",
+        location="us-central1",
+        cluster="sandbox",
+        gke_endpoint=emulator.endpoint,
+        kueue=KueueMode.DISABLED,
+    )
+
+
+@pytest.fixture
+def operator(
+    devcluster: DevCluster, training_request_crd: str, operator_config: OperatorConfig
+) -> Iterator[OperatorThread]:
+    with OperatorThread(operator_config, kubeconfig=devcluster.kubeconfig) as running:
+        yield running
+
+
+@pytest.fixture
+def scenario(api: k8s.ApiClient, namespace: str, emulator: ClusterManagerEmulator) -> Scenario:
+    return Scenario(api, namespace, emulator)

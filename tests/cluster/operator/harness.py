@@ -1,0 +1,187 @@
+"""Driving the operator end to end: the real API server (with controllers), the GKE
+emulator, and the operator in-process; the test stands in for the kubelet."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.cloud import container_v1
+from google.cloud.container_v1.services.cluster_manager.transports import (
+    ClusterManagerGrpcTransport,
+)
+from kubernetes import client as k8s
+
+from dws_operator.api import GROUP, PLURAL, VERSION
+from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
+from tests.builders import manifest, spec_body
+
+T = TypeVar("T")
+OPERATIONS = "projects/dws-sandbox/locations/us-central1/operations"
+
+
+def eventually(probe: Callable[[], T | None], timeout: float = 30.0, what: str = "") -> T:
+    """Poll `probe` until it returns something truthy; fail with `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or probe}: {last!r}")
+
+
+class Scenario:
+    """One TrainingRequest in one namespace, and what it caused."""
+
+    def __init__(
+        self, api: k8s.ApiClient, namespace: str, emulator: ClusterManagerEmulator
+    ) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.emulator = emulator
+        self.objects = k8s.CustomObjectsApi(api)
+        self.batch = k8s.BatchV1Api(api)
+        self.core = k8s.CoreV1Api(api)
+        self.name = f"tr-{uuid.uuid4().hex[:6]}"
+        self._pool_name: str | None = None
+
+    def create(self, accelerator: dict[str, Any], mode: str = "FlexStart", **extra: Any) -> None:
+        body = manifest(self.name, spec_body(accelerator, mode=mode, **extra))
+        self.objects.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, body)
+
+    def get(self) -> dict[str, Any] | None:
+        try:
+            body: dict[str, Any] = self.objects.get_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, PLURAL, self.name
+            )
+        except k8s.ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return body
+
+    def status(self) -> dict[str, Any]:
+        body = self.get() or {}
+        status: dict[str, Any] = body.get("status") or {}
+        return status
+
+    def phase(self) -> str | None:
+        phase: str | None = self.status().get("phase")
+        return phase
+
+    def wait_phase(self, *phases: str, timeout: float = 30.0) -> dict[str, Any]:
+        eventually(lambda: self.phase() in phases, timeout, f"phase {phases} (now {self.phase()})")
+        return self.status()
+
+    def condition(self, type_: str) -> dict[str, Any] | None:
+        return next((c for c in self.status().get("conditions", []) if c["type"] == type_), None)
+
+    def delete(self) -> None:
+        self.objects.delete_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, self.name
+        )
+
+    # -- GKE --------------------------------------------------------------------------
+
+    @property
+    def pool_name(self) -> str:
+        """From the status, once known (kept: the object may be gone later)."""
+        if self._pool_name is None:
+            self._pool_name = eventually(
+                lambda: (self.status().get("nodePool") or {}).get("name"),
+                what="status.nodePool.name",
+            )
+        return self._pool_name
+
+    def pool(self) -> Any:
+        return self.emulator.node_pool(f"{DEFAULT_CLUSTER}/nodePools/{self.pool_name}")
+
+    def created_pools(self) -> list[Any]:
+        """The CreateNodePool requests for this request's pool that GKE accepted."""
+        return [
+            c.request.node_pool
+            for c in self.emulator.calls_for("CreateNodePool")
+            if c.ok and c.request.node_pool.name == self.pool_name
+        ]
+
+    def emulator_create(self, pool: container_v1.NodePool) -> None:
+        """Make a pool in GKE directly, as a platform team would (for `existing`)."""
+        channel = grpc.insecure_channel(self.emulator.endpoint)
+        gke = container_v1.ClusterManagerClient(
+            transport=ClusterManagerGrpcTransport(channel=channel)
+        )
+        operation = gke.create_node_pool(parent=DEFAULT_CLUSTER, node_pool=pool)
+        eventually(
+            lambda: (
+                gke.get_operation(name=f"{OPERATIONS}/{operation.name}").status
+                == container_v1.Operation.Status.DONE
+            ),
+            what="the pool created",
+        )
+        channel.close()
+
+    def pool_max(self) -> int:
+        pool = self.pool()
+        if pool is None:
+            return -1
+        return int(max(pool.autoscaling.max_node_count, pool.autoscaling.total_max_node_count))
+
+    # -- Kubernetes -------------------------------------------------------------------
+
+    def jobs(self) -> list[k8s.V1Job]:
+        selector = f"dws-operator.dev/training-request={self.name}"
+        return list(self.batch.list_namespaced_job(self.namespace, label_selector=selector).items)
+
+    def job(self) -> k8s.V1Job:
+        jobs: list[k8s.V1Job] = eventually(self.jobs, what="the Job")
+        assert len(jobs) == 1, [j.metadata.name for j in jobs]
+        return jobs[0]
+
+    def service(self) -> k8s.V1Service | None:
+        try:
+            return self.core.read_namespaced_service(self.name, self.namespace)
+        except k8s.ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def pods(self) -> list[k8s.V1Pod]:
+        selector = f"dws-operator.dev/training-request={self.name}"
+        return list(self.core.list_namespaced_pod(self.namespace, label_selector=selector).items)
+
+    def mark_pods(self, phase: str, count: int) -> None:
+        """Stand in for the kubelet: the Job's pods reach `phase` (Running: also Ready)."""
+        pods = eventually(lambda: len(self.pods()) >= count and self.pods(), what=f"{count} pods")
+        for pod in pods:
+            status: dict[str, Any] = {"phase": phase}
+            if phase == "Running":
+                status["conditions"] = [{"type": "Ready", "status": "True"}]
+            else:
+                status["containerStatuses"] = [
+                    {
+                        "name": pod.spec.containers[0].name,
+                        "image": pod.spec.containers[0].image,
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {
+                            "terminated": {
+                                "exitCode": 0 if phase == "Succeeded" else 1,
+                                "reason": "Completed",
+                            }
+                        },
+                    }
+                ]
+            self.core.patch_namespaced_pod_status(
+                pod.metadata.name, self.namespace, {"status": status}
+            )
+
+    def events(self) -> list[str]:
+        selector = f"involvedObject.name={self.name}"
+        listed = self.core.list_namespaced_event(self.namespace, field_selector=selector)
+        return [e.reason for e in listed.items]

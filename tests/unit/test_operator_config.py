@@ -1,0 +1,85 @@
+"""Operator settings: environment, flags, and one clear line for a bad one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from dws_operator.controller import ConfigError, KueueMode, OperatorConfig
+
+BASE = {"DWS_GKE_PROJECT": "my-project", "DWS_GKE_LOCATION": "us-central1", "DWS_GKE_CLUSTER": "c1"}
+
+
+def test_from_environment() -> None:
+    config = OperatorConfig.from_env(
+        {
+            **BASE,
+            "DWS_GKE_ENDPOINT": "127.0.0.1:8470",
+            "DWS_KUEUE": "Required",
+            "DWS_DEFAULT_QUEUE": "dws-queue",
+            "DWS_NAMESPACES": "team-a, team-b",
+        }
+    )
+    assert config.cluster_path == "projects/my-project/locations/us-central1/clusters/c1"
+    assert config.gke_endpoint == "127.0.0.1:8470"
+    assert config.kueue == KueueMode.REQUIRED
+    assert config.default_queue == "dws-queue"
+    assert config.namespaces == ("team-a", "team-b")
+
+
+def test_defaults() -> None:
+    config = OperatorConfig.from_env(BASE)
+    assert (config.kueue, config.gke_endpoint, config.default_queue, config.namespaces) == (
+        KueueMode.AUTO,
+        None,
+        None,
+        (),
+    )
+
+
+def test_flags_win_over_environment() -> None:
+    config = OperatorConfig.from_env(BASE, cluster="c2", kueue="disabled", location=None)
+    assert (config.cluster, config.kueue, config.location) == (
+        "c2",
+        KueueMode.DISABLED,
+        "us-central1",
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({k: v for k, v in BASE.items() if k != "DWS_GKE_PROJECT"}, "DWS_GKE_PROJECT is not set"),
+        ({k: v for k, v in BASE.items() if k != "DWS_GKE_CLUSTER"}, "DWS_GKE_CLUSTER is not set"),
+        ({**BASE, "DWS_GKE_PROJECT": "X"}, "DWS_GKE_PROJECT='X' is not valid"),
+        ({**BASE, "DWS_GKE_LOCATION": "moon"}, "DWS_GKE_LOCATION='moon' is not valid"),
+        ({**BASE, "DWS_GKE_CLUSTER": "Bad_Name"}, "DWS_GKE_CLUSTER='Bad_Name' is not valid"),
+        ({**BASE, "DWS_GKE_ENDPOINT": "nohostport"}, "DWS_GKE_ENDPOINT='nohostport'"),
+        ({**BASE, "DWS_KUEUE": "maybe"}, "use auto, required or disabled"),
+        ({**BASE, "DWS_DEFAULT_QUEUE": "Q!"}, "DWS_DEFAULT_QUEUE='Q!' is not valid"),
+        ({**BASE, "DWS_NAMESPACES": "ok,NOT OK"}, "DWS_NAMESPACES='NOT OK' is not valid"),
+    ],
+)
+def test_bad_settings_are_one_clear_line(env: dict[str, str], words: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        OperatorConfig.from_env(env)
+    assert words in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_run_refuses_to_start_without_settings() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "dws_operator", "run"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "dws-operator run: DWS_GKE_PROJECT is not set; set it (or pass --project) to the GKE "
+        "cluster's value"
+    )
