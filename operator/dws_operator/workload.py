@@ -25,6 +25,8 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "dws-operator"}
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MAX_RUN_ANNOTATION = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+DISRUPTION_CONDITION = "DisruptionTarget"
+ATTEMPT_ENV = "DWS_ATTEMPT"
 #: TPU VMs talk to each other on 8471 and expose runtime metrics on 8431 (seed 004).
 TPU_PORTS = {"tpu-ici": 8471, "tpu-metrics": 8431}
 
@@ -149,6 +151,8 @@ def render_job(
     env = (
         _worker_env(plan, name, service_name(ref.name)) if plan.kind == "tpu" and multi_host else []
     )
+    # Lets the training code tell a restart (resume from its checkpoint) from a first run.
+    env.append({"name": ATTEMPT_ENV, "value": str(attempt)})
     containers = pod_spec["containers"]
     index = _accelerator_container(containers, plan.resource_name)
     containers[index] = _training_container(containers[index], plan, env)
@@ -187,6 +191,16 @@ def render_job(
             "parallelism": plan.nodes,
             # One lost worker fails the slice; restarts are the operator's decision.
             "backoffLimit": 0,
+            # Tags a failure caused by losing a node (spot preemption, node loss) so the
+            # operator can tell it from the training code failing.
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailJob",
+                        "onPodConditions": [{"type": DISRUPTION_CONDITION, "status": "True"}],
+                    }
+                ]
+            },
         }
     else:
         job_spec |= {"completions": 1, "parallelism": 1}

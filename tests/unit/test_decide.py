@@ -3,6 +3,7 @@ events and requeue out. Pure: every test builds `Observed` values by hand."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -1478,3 +1479,99 @@ def test_max_wait_also_covers_a_pool_that_never_becomes_ready(state: PoolState) 
     assert completed is not None
     assert completed.reason == "CapacityTimeout"
     assert kinds(late) == ["ScaleNodePoolToZero"]
+
+
+# -- restarts after preemption ------------------------------------------------------------------
+
+SPOT = spec_body(tpu("v6e", "4x4"), mode="Spot")  # maxRestarts defaults to 6 for Spot
+
+
+def _preempted(restarts: int, body: dict[str, Any] = SPOT) -> Decision:
+    status = status_at(
+        Phase.RUNNING,
+        body,
+        started=T0,
+        restarts=restarts,
+        job=NAME if restarts == 0 else f"{NAME}-r{restarts}",
+    )
+    job = job_view(
+        NAME if restarts == 0 else f"{NAME}-r{restarts}",
+        failed=True,
+        disrupted=True,
+        failure_reason="PodFailurePolicy",
+        failure_message="Pod has condition DisruptionTarget matching FailJob rule at index 0",
+    )
+    return run(
+        observed(
+            body, status, pool=pool_for(body), job=job, service=True, now=T0 + timedelta(minutes=5)
+        )
+    )
+
+
+def test_a_preempted_job_is_restarted() -> None:
+    d = _preempted(0)
+    assert d.status.phase == Phase.WAITING_FOR_CAPACITY
+    assert d.status.restarts == 1
+    assert d.status.started_at is None
+    assert d.status.requested_at == T0 + timedelta(minutes=5)  # the wait starts again
+    assert [a.name for a in only(d.actions, DeleteJob)] == [NAME]
+    assert only(d.actions, ScaleNodePoolToZero) == []
+    assert "Restarting" in event_reasons(d)
+    assert cond_tuple(d, "CapacityProvisioned") == ("False", "Restarting")
+
+
+def test_the_next_pass_creates_the_next_attempt() -> None:
+    status = status_at(Phase.WAITING_FOR_CAPACITY, SPOT, restarts=1)
+    d = run(observed(SPOT, status, pool=pool_for(SPOT), service=True))
+    [create] = only(d.actions, CreateJob)
+    assert create.manifest["metadata"]["name"] == f"{NAME}-r1"
+    env = create.manifest["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "DWS_ATTEMPT", "value": "1"} in env
+    assert d.status.job is not None
+    assert d.status.job.name == f"{NAME}-r1"
+
+
+def test_restarts_stop_at_max_restarts() -> None:
+    d = _preempted(6)
+    assert d.status.phase == Phase.FAILED
+    assert condition(d, "Completed").reason == "PreemptedTooOften"
+    assert d.status.restarts == 6
+    assert only(d.actions, ScaleNodePoolToZero)  # and the pool goes back to zero
+
+
+def test_on_demand_does_not_restart_by_default() -> None:
+    body = spec_body(tpu("v6e", "4x4"), mode="OnDemand")
+    d = _preempted(0, body)
+    assert d.status.phase == Phase.FAILED
+    assert condition(d, "Completed").reason == "PreemptedTooOften"
+
+
+def test_a_failure_of_the_code_is_not_a_preemption() -> None:
+    status = status_at(Phase.RUNNING, SPOT, started=T0)
+    job = job_view(failed=True, failure_reason="BackoffLimitExceeded", failure_message="exit 1")
+    d = run(observed(SPOT, status, pool=pool_for(SPOT), job=job, service=True))
+    assert d.status.phase == Phase.FAILED
+    assert d.status.restarts == 0
+    assert condition(d, "Completed").reason == "BackoffLimitExceeded"
+
+
+def test_stale_attempts_are_deleted() -> None:
+    """A crash between writing restarts=1 and deleting the old Job leaves it behind."""
+    status = status_at(Phase.WAITING_FOR_CAPACITY, SPOT, restarts=1)
+    obs = dataclasses.replace(
+        observed(SPOT, status, pool=pool_for(SPOT), service=True), stale_jobs=(NAME,)
+    )
+    d = run(obs)
+    assert [a.name for a in only(d.actions, DeleteJob)] == [NAME]
+    assert [a.manifest["metadata"]["name"] for a in only(d.actions, CreateJob)] == [f"{NAME}-r1"]
+
+
+def test_deletion_removes_every_attempt() -> None:
+    status = status_at(Phase.RUNNING, SPOT, started=T0, restarts=1, job=f"{NAME}-r1")
+    obs = dataclasses.replace(
+        observed(SPOT, status, pool=pool_for(SPOT), job=job_view(f"{NAME}-r1"), deleting=True),
+        stale_jobs=(NAME,),
+    )
+    d = run(obs)
+    assert sorted(a.name for a in only(d.actions, DeleteJob)) == [NAME, f"{NAME}-r1"]
+    assert not d.released

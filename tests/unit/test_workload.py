@@ -279,6 +279,14 @@ def test_multi_host_tpu_job_whole_manifest() -> None:
             "completions": 4,
             "parallelism": 4,
             "backoffLimit": 0,
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailJob",
+                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                    }
+                ]
+            },
             "activeDeadlineSeconds": 7 * 24 * 3600,
             "template": {
                 "metadata": {"labels": labels, "annotations": {}},
@@ -306,6 +314,7 @@ def test_multi_host_tpu_job_whole_manifest() -> None:
                                     "value": "llama-0.llama,llama-1.llama,llama-2.llama,"
                                     "llama-3.llama",
                                 },
+                                {"name": "DWS_ATTEMPT", "value": "0"},
                             ],
                             "ports": [
                                 {"name": "tpu-ici", "containerPort": 8471},
@@ -468,7 +477,12 @@ def test_rich_template_is_merged_and_the_users_fields_are_kept() -> None:
         "limits": {"memory": "64Gi", "google.com/tpu": "4"},
     }
     env = train["env"]
-    assert [e["name"] for e in env] == ["STEPS", "TPU_WORKER_ID", "TPU_WORKER_HOSTNAMES"]
+    assert [e["name"] for e in env] == [
+        "STEPS",
+        "TPU_WORKER_ID",
+        "TPU_WORKER_HOSTNAMES",
+        "DWS_ATTEMPT",
+    ]
     assert env[0] == {"name": "STEPS", "value": "1000"}
     assert "value" not in env[1]  # the user's fixed worker id is replaced by the index
     assert env[1]["valueFrom"]["fieldRef"]["fieldPath"].endswith(
@@ -604,7 +618,7 @@ def test_gpu_multi_node_is_indexed_without_tpu_env() -> None:
     assert pod["restartPolicy"] == "Never"
     assert pod["subdomain"] == "llama"
     container = pod["containers"][0]
-    assert "env" not in container
+    assert container["env"] == [{"name": "DWS_ATTEMPT", "value": "0"}]
     assert "ports" not in container
     assert container["resources"] == {
         "requests": {"nvidia.com/gpu": "8"},
@@ -623,7 +637,10 @@ def test_gpu_multi_node_keeps_the_users_env_untouched() -> None:
     template = _template()
     template["spec"]["containers"][0]["env"] = [{"name": "TPU_WORKER_ID", "value": "7"}]
     job, _ = _render(gpu("nvidia-h100-80gb", nodes=2), template=template)
-    assert _pod(job)["containers"][0]["env"] == [{"name": "TPU_WORKER_ID", "value": "7"}]
+    assert _pod(job)["containers"][0]["env"] == [
+        {"name": "TPU_WORKER_ID", "value": "7"},
+        {"name": "DWS_ATTEMPT", "value": "0"},
+    ]
 
 
 def test_single_host_tpu_overrides_the_users_restart_policy() -> None:
@@ -769,3 +786,16 @@ def test_service_selects_the_jobs_pods_and_is_its_subdomain() -> None:
     assert service["spec"]["selector"].items() <= pod_labels.items()
     assert _pod(job)["subdomain"] == service["metadata"]["name"]
     assert service["metadata"]["namespace"] == job["metadata"]["namespace"]
+
+
+@pytest.mark.parametrize("attempt", [0, 3])
+def test_the_attempt_is_in_the_environment(attempt: int) -> None:
+    spec, plan = _spec_and_plan(tpu("v6e", "4x4"))
+    job = render_job(REF, spec, plan, attempt=attempt)
+    env = {e["name"]: e for e in _pod(job)["containers"][0]["env"]}
+    assert env["DWS_ATTEMPT"] == {"name": "DWS_ATTEMPT", "value": str(attempt)}
+
+
+def test_single_host_jobs_have_no_pod_failure_policy() -> None:
+    spec, plan = _spec_and_plan(tpu("v6e", "2x2"))
+    assert "podFailurePolicy" not in render_job(REF, spec, plan)["spec"]

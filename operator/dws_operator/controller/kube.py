@@ -10,6 +10,7 @@ from kubernetes.aio import config as k8s_config
 from kubernetes.aio.client.exceptions import ApiException
 
 from dws_operator.api import GROUP, PLURAL, VERSION
+from dws_operator.workload import REQUEST_LABEL
 
 FIELD_MANAGER = "dws-operator"
 
@@ -52,6 +53,19 @@ class KubeApi:
             if _missing(error):
                 return None
             raise
+
+    async def job_names(self, namespace: str, request: str, uid: str) -> list[str]:
+        """The Jobs of the request `request` (owned by `uid`), every attempt."""
+        listed = await self.batch.list_namespaced_job(
+            namespace, label_selector=f"{REQUEST_LABEL}={request}"
+        )
+        return [
+            job.metadata.name
+            for job in listed.items
+            if job.metadata
+            and job.metadata.name
+            and any(o.uid == uid for o in job.metadata.owner_references or [])
+        ]
 
     async def create_job(self, manifest: dict[str, Any]) -> None:
         """Create; an existing Job of that name is left for the next observation to judge."""

@@ -15,7 +15,7 @@ from dws_operator.controller.kube import KubeApi
 from dws_operator.gke import NodePoolClient, owned_by
 from dws_operator.reconcile import JobView, Observed, PoolState, PoolView, RequestView
 from dws_operator.reconcile.decide import pool_name_for
-from dws_operator.workload import job_name, service_name
+from dws_operator.workload import DISRUPTION_CONDITION, job_name, service_name
 
 #: Phases in which a request holds nodes of its pool (seed 003's "used by other jobs").
 HOLDING = (Phase.WAITING_FOR_CAPACITY, Phase.RUNNING)
@@ -66,6 +66,11 @@ def job_view(job: k8s.V1Job, uid: str) -> JobView:
         return next((c for c in conditions if c.type == kind and c.status == "True"), None)
 
     failed = true("Failed")
+    disrupted = (
+        failed is not None
+        and failed.reason == "PodFailurePolicy"
+        and DISRUPTION_CONDITION in (failed.message or "")
+    )
     return JobView(
         name=(metadata.name if metadata else None) or "",
         ours=any(o.uid == uid for o in owners),
@@ -73,6 +78,7 @@ def job_view(job: k8s.V1Job, uid: str) -> JobView:
         failed=failed is not None,
         failure_reason=(failed.reason if failed else None) or "",
         failure_message=(failed.message if failed else None) or "",
+        disrupted=disrupted,
         suspended=bool(job.spec and job.spec.suspend),
         active=(status.active if status else None) or 0,
         ready=(status.ready if status else None) or 0,
@@ -84,10 +90,11 @@ async def observe(body: Mapping[str, Any], kube: KubeApi, gke: NodePoolClient) -
     request = request_view(body)
     pool_name = pool_name_for(request)
     pool = await gke.get(pool_name)
-    job_ref = request.status.job.name if request.status.job else None
-    job = await kube.job(
-        request.namespace, job_ref or job_name(request.name, request.status.restarts)
-    )
+    # The current attempt's Job is named from the restart count, not from status.job,
+    # which a restart interrupted midway may leave pointing at the previous attempt.
+    current = job_name(request.name, request.status.restarts)
+    job = await kube.job(request.namespace, current)
+    ours = await kube.job_names(request.namespace, request.name, request.uid)
     existing = bool((request.spec.get("nodePool") or {}).get("existing", False))
     owners = await kube.service_owners(request.namespace, service_name(request.name))
     return Observed(
@@ -95,6 +102,7 @@ async def observe(body: Mapping[str, Any], kube: KubeApi, gke: NodePoolClient) -
         now=datetime.now(UTC),
         pool=pool_view(pool, request.uid) if pool is not None else None,
         job=job_view(job, request.uid) if job is not None else None,
+        stale_jobs=tuple(name for name in ours if name != current),
         service_exists=owners is not None and request.uid in owners,
         service_taken=owners is not None and request.uid not in owners,
         nodes_used_by_others=(

@@ -249,6 +249,9 @@ def _workload(
         if multi_host and not observed.service_exists:
             run.act(CreateService(render_service(ref)))
 
+    for stale in observed.stale_jobs:
+        # An earlier attempt whose deletion a crash interrupted: one Job at a time.
+        run.act(DeleteJob(stale))
     job = observed.job
     attempt = run.status.restarts
     if job is None:
@@ -268,6 +271,8 @@ def _workload(
         run.condition(cond.COMPLETED, "True", "JobSucceeded", f"Job {job.name} succeeded")
         run.phase(Phase.SUCCEEDED, f"Job {job.name} succeeded")
         return _clean_up(run, spec)
+    if job.failed and job.disrupted:
+        return _restart(run, spec, plan, job.name)
     if job.failed:
         run.fail(job.failure_reason or "JobFailed", job.failure_message or f"Job {job.name} failed")
         return _clean_up(run, spec)
@@ -284,6 +289,30 @@ def _workload(
     message = f"Waiting for capacity: {job.ready}/{plan.nodes} nodes ready"
     run.condition(cond.CAPACITY_PROVISIONED, "False", "Waiting", message)
     return run.phase(Phase.WAITING_FOR_CAPACITY, message)
+
+
+def _restart(run: _Run, spec: TrainingRequestSpec, plan: SlicePlan, failed_job: str) -> Decision:
+    """A node was lost under the Job: start a new attempt, up to maxRestarts.
+
+    The restart count is written (with the status) before the old Job is deleted, so a
+    crash in between is finished by the next pass: it deletes the old Job as stale and
+    creates the new attempt's.
+    """
+    status = run.status
+    if status.restarts >= plan.max_restarts:
+        run.fail(
+            "PreemptedTooOften",
+            f"lost nodes {status.restarts + 1} times; maxRestarts is {plan.max_restarts}",
+        )
+        return _clean_up(run, spec)
+    status.restarts += 1
+    status.started_at = None
+    status.requested_at = run.now
+    run.act(DeleteJob(failed_job))
+    message = f"Node lost under Job {failed_job}: restart {status.restarts}/{plan.max_restarts}"
+    run.condition(cond.CAPACITY_PROVISIONED, "False", "Restarting", message)
+    run.decision.events.append(Event("Warning", "Restarting", message))
+    return run.phase(Phase.WAITING_FOR_CAPACITY, message, 1.0)
 
 
 def _timed_out(run: _Run, plan: SlicePlan) -> bool:
@@ -342,6 +371,8 @@ def _release(run: _Run) -> Decision:
     observed, request = run.observed, run.request
     if observed.job is not None and observed.job.ours:
         run.act(DeleteJob(observed.job.name))
+    for stale in observed.stale_jobs:
+        run.act(DeleteJob(stale))
     if observed.service_exists:
         run.act(DeleteService(service_name(request.name)))
     pool = observed.pool

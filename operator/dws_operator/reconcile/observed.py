@@ -63,8 +63,8 @@ class JobView:
     active: int = 0
     ready: int = 0
     succeeded: int = 0
-    #: Pods that failed because their node went away (spot preemption, node loss).
-    disrupted: int = 0
+    #: Failed because a pod lost its node (spot preemption, node loss), not by its code.
+    disrupted: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,8 @@ class Observed:
     service_exists: bool = False
     #: A Service of that name exists but belongs to something else.
     service_taken: bool = False
+    #: Jobs of this request from other attempts (left by a restart interrupted midway).
+    stale_jobs: tuple[str, ...] = ()
     #: Nodes of an existing pool that other running TrainingRequests hold (seed 003).
     nodes_used_by_others: int = 0
     #: Extra facts the shell learned (for messages), e.g. the last GKE error.

@@ -150,13 +150,17 @@ class Scenario:
                 return None
             raise
 
-    def pods(self) -> list[k8s.V1Pod]:
+    def pods(self, attempt: int | None = None) -> list[k8s.V1Pod]:
         selector = f"dws-operator.dev/training-request={self.name}"
+        if attempt is not None:
+            selector += f",dws-operator.dev/attempt={attempt}"
         return list(self.core.list_namespaced_pod(self.namespace, label_selector=selector).items)
 
-    def mark_pods(self, phase: str, count: int) -> None:
+    def mark_pods(self, phase: str, count: int, attempt: int | None = None) -> None:
         """Stand in for the kubelet: the Job's pods reach `phase` (Running: also Ready)."""
-        pods = eventually(lambda: len(self.pods()) >= count and self.pods(), what=f"{count} pods")
+        pods = eventually(
+            lambda: len(self.pods(attempt)) >= count and self.pods(attempt), what=f"{count} pods"
+        )
         for pod in pods:
             status: dict[str, Any] = {"phase": phase}
             if phase == "Running":
@@ -180,6 +184,39 @@ class Scenario:
             self.core.patch_namespaced_pod_status(
                 pod.metadata.name, self.namespace, {"status": status}
             )
+
+    def preempt_a_pod(self) -> str:
+        """Stand in for GKE reclaiming a spot VM: one running pod fails, disrupted."""
+        pod = next(p for p in self.pods() if p.status.phase == "Running")
+        self.core.patch_namespaced_pod_status(
+            pod.metadata.name,
+            self.namespace,
+            {
+                "status": {
+                    "phase": "Failed",
+                    "conditions": [
+                        {
+                            "type": "DisruptionTarget",
+                            "status": "True",
+                            "reason": "TerminationByKubelet",
+                            "message": "spot VM preempted",
+                        }
+                    ],
+                    "containerStatuses": [
+                        {
+                            "name": pod.spec.containers[0].name,
+                            "image": pod.spec.containers[0].image,
+                            "imageID": "",
+                            "ready": False,
+                            "restartCount": 0,
+                            "state": {"terminated": {"exitCode": 137, "reason": "Error"}},
+                        }
+                    ],
+                }
+            },
+        )
+        name: str = pod.metadata.name
+        return name
 
     def events(self) -> list[str]:
         selector = f"involvedObject.name={self.name}"

@@ -115,3 +115,29 @@ def test_quota_exceeded_fails_clearly(
     assert len(emulator.calls_for("CreateNodePool")) == 1  # terminal: not retried
     assert scenario.jobs() == []
     assert "QuotaExceeded" in scenario.events() or "Failed" in scenario.events()
+
+
+def test_spot_preemption_restarts_the_workload(
+    operator: OperatorThread, scenario: Scenario
+) -> None:
+    scenario.create(tpu("v6e", "2x4"), mode="Spot")  # 2 nodes, maxRestarts 6
+    first = scenario.job()
+    assert first.metadata.name == scenario.name
+    scenario.mark_pods("Running", 2, attempt=0)
+    scenario.wait_phase("Running")
+    scenario.preempt_a_pod()
+    second = eventually(
+        lambda: [j for j in scenario.jobs() if j.metadata.name == f"{scenario.name}-r1"],
+        timeout=30,
+        what="the second attempt's Job",
+    )[0]
+    env = {e.name: e.value for e in second.spec.template.spec.containers[0].env}
+    assert env["DWS_ATTEMPT"] == "1"
+    eventually(lambda: len(scenario.jobs()) == 1, what="the first attempt's Job gone")
+    assert scenario.status()["restarts"] == 1
+    assert "Restarting" in scenario.events()
+    scenario.mark_pods("Succeeded", 2, attempt=1)
+    status = scenario.wait_phase("Succeeded")
+    assert status["restarts"] == 1
+    eventually(lambda: scenario.pool_max() == 0, timeout=10, what="the pool at zero")
+    assert len(scenario.created_pools()) == 1
