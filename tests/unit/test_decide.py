@@ -601,10 +601,12 @@ def test_failed_job_fails_the_request_and_cleans_up(
         (
             MULTI,
             True,
-            [DeleteJob(NAME), DeleteService(NAME), ScaleNodePoolToZero(POOL)],
+            [DeleteJob(NAME), DeleteService(NAME), DeleteNodePool(POOL)],
         ),
-        (GPU_TWO, True, [DeleteJob(NAME), DeleteService(NAME), ScaleNodePoolToZero(POOL)]),
-        (SINGLE, False, [DeleteJob(NAME), ScaleNodePoolToZero(POOL)]),
+        # A pool that never got capacity is deleted even with ScaleToZero (nothing else
+        # could use it); Keep still keeps it.
+        (GPU_TWO, True, [DeleteJob(NAME), DeleteService(NAME), DeleteNodePool(POOL)]),
+        (SINGLE, False, [DeleteJob(NAME), DeleteNodePool(POOL)]),
         (
             cleanup(MULTI, "Delete"),
             True,
@@ -648,17 +650,16 @@ def test_capacity_timeout_follow_up_finishes_the_clean_up_quietly() -> None:
             now=late + timedelta(seconds=5),
         )
     )
-    assert second.actions == [DeleteJob(NAME), DeleteService(NAME), ScaleNodePoolToZero(POOL)]
+    assert second.actions == [DeleteJob(NAME), DeleteService(NAME), DeleteNodePool(POOL)]
     assert second.events == []
     assert second.status.finished_at == late
     assert cond_tuple(second, cond.COMPLETED) == ("False", "CapacityTimeout")
-    # Everything gone and the pool at zero: done.
-    zero = pool_for(body, max_nodes=0)
-    third = run(observed(body, second.status, pool=zero, now=late + timedelta(seconds=10)))
+    # Everything gone, the pool too: done.
+    third = run(observed(body, second.status, pool=None, now=late + timedelta(seconds=10)))
     assert third.actions == []
     assert third.requeue_after is None
     assert third.status.scaled_down_at == late + timedelta(seconds=10)
-    assert event_reasons(third) == ["ScaledToZero"]
+    assert event_reasons(third) == ["Deleted"]
 
 
 @pytest.mark.parametrize(
@@ -1460,8 +1461,13 @@ def test_failed_helper_keeps_an_earlier_finish_time() -> None:
     assert d.status.finished_at == T0
 
 
-@pytest.mark.parametrize("state", [PoolState.PROVISIONING, PoolState.STOPPING])
-def test_max_wait_also_covers_a_pool_that_never_becomes_ready(state: PoolState) -> None:
+@pytest.mark.parametrize(
+    ("state", "actions"),
+    [(PoolState.PROVISIONING, ["DeleteNodePool"]), (PoolState.STOPPING, [])],  # already going
+)
+def test_max_wait_also_covers_a_pool_that_never_becomes_ready(
+    state: PoolState, actions: list[str]
+) -> None:
     body = spec_body(tpu("v6e", "4x4"), provisioning={"maxWaitDuration": "10m"})
     pool = PoolView(
         name=pool_name_for(request(body)),
@@ -1478,7 +1484,7 @@ def test_max_wait_also_covers_a_pool_that_never_becomes_ready(state: PoolState) 
     completed = cond.condition(late.status.conditions, "Completed")
     assert completed is not None
     assert completed.reason == "CapacityTimeout"
-    assert kinds(late) == ["ScaleNodePoolToZero"]
+    assert kinds(late) == actions
 
 
 # -- restarts after preemption ------------------------------------------------------------------

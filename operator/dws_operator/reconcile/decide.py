@@ -341,22 +341,33 @@ def _clean_up(run: _Run, spec: TrainingRequestSpec) -> Decision:
             run.act(DeleteService(service_name(run.request.name)))
     pool = observed.pool
     managed = status.node_pool is not None and status.node_pool.managed
+    cleanup = _cleanup_policy(run, spec)
     done = True
     if managed and pool is not None and pool.ours:
-        if spec.node_pool.cleanup == CleanupPolicy.SCALE_TO_ZERO:
+        if cleanup == CleanupPolicy.SCALE_TO_ZERO:
             if pool.max_nodes > 0:
                 run.act(ScaleNodePoolToZero(pool.name))
                 done = False
             else:
                 _scaled_down(run, "ScaledToZero", f"node pool {pool.name} has no nodes")
-        elif spec.node_pool.cleanup == CleanupPolicy.DELETE:
+        elif cleanup == CleanupPolicy.DELETE:
             if pool.state != PoolState.STOPPING:
                 run.act(DeleteNodePool(pool.name))
             done = False
-    elif managed and pool is None and spec.node_pool.cleanup == CleanupPolicy.DELETE:
+    elif managed and pool is None and cleanup == CleanupPolicy.DELETE:
         _scaled_down(run, "Deleted", "node pool deleted")
     run.decision.requeue_after = None if done and not run.decision.actions else 1.0
     return run.decision
+
+
+def _cleanup_policy(run: _Run, spec: TrainingRequestSpec) -> CleanupPolicy:
+    """The request's cleanup, except that a pool which never got capacity is deleted
+    (unless Keep): its name is this request's, so nothing else could ever use it."""
+    completed = cond.condition(run.status.conditions, cond.COMPLETED)
+    timed_out = completed is not None and completed.reason == "CapacityTimeout"
+    if timed_out and spec.node_pool.cleanup == CleanupPolicy.SCALE_TO_ZERO:
+        return CleanupPolicy.DELETE
+    return spec.node_pool.cleanup
 
 
 def _scaled_down(run: _Run, reason: str, message: str) -> None:

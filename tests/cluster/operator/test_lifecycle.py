@@ -151,7 +151,9 @@ def test_max_wait_expiry(scenario: Scenario) -> None:
     assert scenario.condition("Completed")["reason"] == "CapacityTimeout"
     assert "CapacityTimeout" in status["message"]
     eventually(lambda: scenario.jobs() == [], what="the Job deleted")
-    eventually(lambda: scenario.pool_max() == 0, timeout=10, what="the pool at zero")
+    # A pool that never got capacity is not left behind.
+    eventually(lambda: scenario.pool() is None, timeout=10, what="the pool deleted")
+    eventually(lambda: scenario.status().get("scaledDownAt"), what="scaledDownAt")
 
 
 def test_deleting_a_running_request_removes_everything(scenario: Scenario) -> None:
