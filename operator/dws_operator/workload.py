@@ -27,6 +27,7 @@ MAX_RUN_ANNOTATION = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 DISRUPTION_CONDITION = "DisruptionTarget"
 ATTEMPT_ENV = "DWS_ATTEMPT"
+CHECKPOINT_ENV = "DWS_CHECKPOINT_DIR"
 #: TPU VMs talk to each other on 8471 and expose runtime metrics on 8431 (seed 004).
 TPU_PORTS = {"tpu-ici": 8471, "tpu-metrics": 8431}
 
@@ -153,6 +154,8 @@ def render_job(
     )
     # Lets the training code tell a restart (resume from its checkpoint) from a first run.
     env.append({"name": ATTEMPT_ENV, "value": str(attempt)})
+    if spec.checkpoint_dir is not None:
+        env.append({"name": CHECKPOINT_ENV, "value": spec.checkpoint_dir})
     containers = pod_spec["containers"]
     index = _accelerator_container(containers, plan.resource_name)
     containers[index] = _training_container(containers[index], plan, env)

@@ -799,3 +799,18 @@ def test_the_attempt_is_in_the_environment(attempt: int) -> None:
 def test_single_host_jobs_have_no_pod_failure_policy() -> None:
     spec, plan = _spec_and_plan(tpu("v6e", "2x2"))
     assert "podFailurePolicy" not in render_job(REF, spec, plan)["spec"]
+
+
+@pytest.mark.parametrize("attempt", [0, 2])
+def test_the_checkpoint_dir_reaches_every_attempt(attempt: int) -> None:
+    spec = make_spec(tpu("v6e", "4x4"), checkpointDir="gs://bucket/llama/ckpt")
+    plan = plan_slice(spec, pool_name=POOL)
+    env = _pod(render_job(REF, spec, plan, attempt=attempt))["containers"][0]["env"]
+    assert {"name": "DWS_CHECKPOINT_DIR", "value": "gs://bucket/llama/ckpt"} in env
+    assert {"name": "DWS_ATTEMPT", "value": str(attempt)} in env
+
+
+def test_no_checkpoint_dir_no_variable() -> None:
+    spec, plan = _spec_and_plan(tpu("v6e", "4x4"))
+    env = _pod(render_job(REF, spec, plan))["containers"][0]["env"]
+    assert "DWS_CHECKPOINT_DIR" not in {e["name"] for e in env}

@@ -206,4 +206,14 @@ class TrainingRequestSpec(ApiModel):
             "0 otherwise."
         ),
     )
+    checkpoint_dir: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1024,
+        description=(
+            "Where the training code keeps its checkpoints (e.g. gs://bucket/run or a mounted "
+            "path). Given to the pods as DWS_CHECKPOINT_DIR, with DWS_ATTEMPT, so a restarted "
+            "attempt resumes instead of starting over."
+        ),
+    )
     template: PodTemplate = Field(description="Pod template for the training pods.")

@@ -23,13 +23,15 @@ def emulator(emulator_config: EmulatorConfig) -> Iterator[ClusterManagerEmulator
 
 
 @pytest.fixture
-def operator_config(emulator: ClusterManagerEmulator) -> OperatorConfig:
+def operator_config(emulator: ClusterManagerEmulator, namespace: str) -> OperatorConfig:
     return OperatorConfig(
         project="dws-sandbox",
         location="us-central1",
         cluster="sandbox",
         gke_endpoint=emulator.endpoint,
         kueue=KueueMode.DISABLED,
+        # Only this test's namespace: earlier tests' leftovers are not its business.
+        namespaces=(namespace,),
     )
 
 

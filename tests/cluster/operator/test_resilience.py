@@ -120,7 +120,7 @@ def test_quota_exceeded_fails_clearly(
 def test_spot_preemption_restarts_the_workload(
     operator: OperatorThread, scenario: Scenario
 ) -> None:
-    scenario.create(tpu("v6e", "2x4"), mode="Spot")  # 2 nodes, maxRestarts 6
+    scenario.create(tpu("v6e", "2x4"), mode="Spot", checkpointDir="gs://b/ckpt")  # maxRestarts 6
     first = scenario.job()
     assert first.metadata.name == scenario.name
     scenario.mark_pods("Running", 2, attempt=0)
@@ -133,6 +133,7 @@ def test_spot_preemption_restarts_the_workload(
     )[0]
     env = {e.name: e.value for e in second.spec.template.spec.containers[0].env}
     assert env["DWS_ATTEMPT"] == "1"
+    assert env["DWS_CHECKPOINT_DIR"] == "gs://b/ckpt"
     eventually(lambda: len(scenario.jobs()) == 1, what="the first attempt's Job gone")
     assert scenario.status()["restarts"] == 1
     assert "Restarting" in scenario.events()
