@@ -28,6 +28,7 @@ import yaml
 from dws_operator.devcluster.binaries import find_binaries
 from dws_operator.devcluster.certs import ClusterPki, create_pki
 from dws_operator.devcluster.processes import ChildProcess, free_port
+from dws_operator.emulator.stages import kwok_config
 
 SERVICE_CIDR = "10.96.0.0/16"
 WORKDIR_PREFIX = "dws-devcluster-"
@@ -57,6 +58,10 @@ class DevClusterOptions:
     controllers: bool = False
     #: kwok: fake nodes and pods that "run" (needs controllers to be useful).
     kwok: bool = False
+    #: kwok's configuration (multi-document YAML: KwokConfiguration, Stage objects),
+    #: passed with --config. Default: `dws_operator.emulator.stages.kwok_config()`
+    #: (kwok v0.8.0 exits with "no stages found" without any).
+    stages: str | None = None
     #: Where to write the admin kubeconfig; default inside the work directory.
     kubeconfig: Path | None = None
     startup_timeout: float = 90.0
@@ -221,16 +226,22 @@ class DevCluster:
         )
 
     def _start_kwok(self) -> None:
-        self._spawn(
+        config = self.workdir / "kwok.yaml"
+        config.write_text(self.options.stages or kwok_config())
+        address = f"127.0.0.1:{free_port()}"
+        kwok = self._spawn(
             "kwok",
             [
                 str(self.binaries["kwok"]),
                 f"--kubeconfig={self.kubeconfig}",
+                f"--config={config}",
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                f"--server-address=127.0.0.1:{free_port()}",
+                f"--server-address={address}",
             ],
         )
+        # kwok exits at once on a bad configuration: wait until it serves, like the rest.
+        self._wait(kwok, f"http://{address}/healthz", context=None)
 
     # -- helpers -------------------------------------------------------------------
 

@@ -185,6 +185,28 @@ class ClusterManagerEmulator:
             record = self._pool_record(path)
             return record.node_count if record else 0
 
+    def node_pools(self, cluster: str) -> list[tuple[container_v1.NodePool, int]]:
+        """Every pool of `cluster`, as GetNodePool sees it, with its node count."""
+        with self._lock:
+            self._state.advance()
+            record = self._state.clusters.get(cluster)
+            pools = record.pools.values() if record else []
+            return [(clone(p.pool), p.node_count) for p in pools]
+
+    def set_node_count(self, path: str, count: int, expected: int | None = None) -> bool:
+        """Record the nodes a pool has (the autoscaler's doing).
+
+        False, and nothing changes, if the pool is gone or its count is no longer
+        `expected` (a resize landed in between).
+        """
+        with self._lock:
+            self._state.advance()
+            record = self._pool_record(path)
+            if record is None or (expected is not None and record.node_count != expected):
+                return False
+            record.node_count = count
+            return True
+
     def operations(self) -> list[container_v1.Operation]:
         with self._lock:
             self._state.advance()

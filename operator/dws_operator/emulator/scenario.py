@@ -1,0 +1,99 @@
+"""The simulated world the autoscaler runs in: capacity, preemptions and time.
+
+```yaml
+clock_factor: 60                   # simulated seconds per real second: GKE's minutes in seconds
+scale_down_unneeded_seconds: 600   # idle nodes go after this (cluster autoscaler default)
+booking_seconds: 600               # ProvisioningRequest: BookingExpired this long after Provisioned
+provisioning_timeout_seconds: null # ProvisioningRequest: Failed (WaitTimeExceeded) after this
+capacity:                          # first matching rule wins; no match: capacity is there at once
+  - zone: us-central1-a            # omitted: any zone
+    accelerator: tpu-v6e-slice     # GPU type or TPU node label; omitted: any
+    after_seconds: 300             # arrives this long after a scale-up starts waiting for it
+  - accelerator: nvidia-h100-80gb
+    stockout: true                 # never arrives
+preemptions:                       # Spot VMs taken back
+  - at_seconds: 120                # first Spot node matching pool/zone that exists then or later
+    pool: my-spot-pool             # omitted: any Spot pool
+```
+
+All times are simulated seconds; the autoscaler's clock starts when it does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+Seconds = Annotated[float, Field(ge=0.0)]
+
+
+class ScenarioModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CapacityRule(ScenarioModel):
+    zone: str | None = None
+    accelerator: str | None = None
+    #: Capacity arrives this many simulated seconds after a scale-up starts waiting.
+    after_seconds: Seconds = 0.0
+    #: Capacity never arrives.
+    stockout: bool = False
+
+    def matches(self, zone: str, accelerator: str | None) -> bool:
+        return (self.zone is None or self.zone == zone) and (
+            self.accelerator is None or self.accelerator == accelerator
+        )
+
+
+class Preemption(ScenarioModel):
+    at_seconds: Seconds
+    pool: str | None = None
+    zone: str | None = None
+
+
+class SimScenario(ScenarioModel):
+    clock_factor: Annotated[float, Field(gt=0.0)] = 1.0
+    scale_down_unneeded_seconds: Seconds = 600.0
+    booking_seconds: Seconds = 600.0
+    provisioning_timeout_seconds: Seconds | None = None
+    capacity: list[CapacityRule] = Field(default_factory=list)
+    preemptions: list[Preemption] = Field(default_factory=list)
+
+    def rule(self, zone: str, accelerator: str | None) -> CapacityRule | None:
+        return next((r for r in self.capacity if r.matches(zone, accelerator)), None)
+
+    def capacity_zone(self, zones: list[str], accelerator: str | None, waited: float) -> str | None:
+        """The first of `zones` with capacity for `accelerator` after waiting `waited`
+        simulated seconds; None while every zone is still short."""
+        for zone in zones:
+            rule = self.rule(zone, accelerator)
+            if rule is None:
+                return zone
+            if not rule.stockout and waited >= rule.after_seconds:
+                return zone
+        return None
+
+
+def load_scenario(path: Path) -> SimScenario:
+    """Read a YAML scenario; an empty file gives the defaults."""
+    return SimScenario.model_validate(yaml.safe_load(path.read_text()) or {})
+
+
+class SimClock:
+    """Simulated seconds since `start`, running `factor` times faster than `real`."""
+
+    def __init__(self, factor: float, real: Callable[[], float] = time.monotonic) -> None:
+        self.factor = factor
+        self._real = real
+        self._start = real()
+
+    def now(self) -> float:
+        return (self._real() - self._start) * self.factor
+
+    def real_seconds(self, simulated: float) -> float:
+        return simulated / self.factor

@@ -1,0 +1,82 @@
+"""A control plane with kwok (running the simulation's Stages), the GKE emulator and its
+autoscaler. The cluster is this directory's own (`simcluster`), apart from `devcluster`."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from dws_operator.devcluster import DevCluster, DevClusterOptions
+from dws_operator.devcluster.crds import install_third_party_crds
+from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
+from dws_operator.emulator.autoscaler import Autoscaler
+from dws_operator.emulator.scenario import SimScenario
+from dws_operator.emulator.stages import kwok_config
+from tests.cluster.sim.harness import Sim
+
+StartAutoscaler = Callable[[SimScenario], Autoscaler]
+
+
+@pytest.fixture(scope="session")
+def simcluster() -> Iterator[DevCluster]:
+    options = DevClusterOptions(controllers=True, kwok=True, stages=kwok_config())
+    with DevCluster(options) as cluster:
+        print(
+            f"\nsimcluster ready in {cluster.startup_seconds:.2f}s at {cluster.server}",
+            file=sys.stderr,
+        )
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def sim_api(simcluster: DevCluster) -> Iterator[k8s.ApiClient]:
+    client = k8s_config.new_client_from_config(config_file=str(simcluster.kubeconfig))  # type: ignore[no-untyped-call]
+    install_third_party_crds(client)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def sim_namespace(sim_api: k8s.ApiClient) -> Iterator[str]:
+    name = f"s-{uuid.uuid4().hex[:10]}"
+    core = k8s.CoreV1Api(sim_api)
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture
+def sim_emulator() -> Iterator[ClusterManagerEmulator]:
+    with EmulatorThread(EmulatorConfig(operation_latency_seconds=0.05)) as served:
+        yield served
+
+
+@pytest.fixture
+def start_autoscaler(
+    simcluster: DevCluster, sim_emulator: ClusterManagerEmulator
+) -> Iterator[StartAutoscaler]:
+    """Starts the autoscaler with a scenario; stops it (deleting its nodes) afterwards,
+    and fails the test if any of its passes raised."""
+    running: list[Autoscaler] = []
+
+    def start(scenario: SimScenario) -> Autoscaler:
+        autoscaler = Autoscaler(sim_emulator, simcluster.kubeconfig, scenario, interval=0.1)
+        autoscaler.start()
+        running.append(autoscaler)
+        return autoscaler
+
+    yield start
+    for autoscaler in running:
+        autoscaler.stop()
+    errors = [e for a in running for e in a.errors]
+    assert not errors, errors
+
+
+@pytest.fixture
+def sim(sim_api: k8s.ApiClient, sim_namespace: str, sim_emulator: ClusterManagerEmulator) -> Sim:
+    return Sim(sim_api, sim_namespace, sim_emulator)

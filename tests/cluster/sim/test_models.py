@@ -1,0 +1,76 @@
+"""The autoscaler's pure parts: node shapes, GKE's reservations, capacity rules, Stages."""
+
+from __future__ import annotations
+
+import yaml
+
+from dws_operator.emulator.nodes import (
+    accepts,
+    allocatable_cpu_millis,
+    allocatable_memory_mib,
+    machine_size,
+    max_nodes,
+    pool_shape,
+)
+from dws_operator.emulator.scenario import CapacityRule, SimScenario
+from dws_operator.emulator.stages import kwok_config
+from tests.builders import gpu, tpu
+from tests.gke.harness import rendered
+
+
+def test_gke_reservations() -> None:
+    # 4 vCPUs: 60 + 10 + 10 millicores; 16 GiB: 1024 + 819.2 + 819.2 MiB + 100 eviction.
+    assert allocatable_cpu_millis(4) == 3920
+    assert allocatable_memory_mib(16) == 16384 - 2663 - 100
+    assert machine_size("g2-standard-96") == (96, 384)
+    assert machine_size("a3-highgpu-8g") == (208, 1872)
+
+
+def test_single_host_tpu_topology_and_slice_size() -> None:
+    single = pool_shape(rendered(tpu("v6e", "2x2"), name="one"))
+    assert (single.tpu_topology, single.slice_nodes, single.multi_host) == ("2x2", 1, False)
+    multi = pool_shape(rendered(tpu("v6e", "4x4"), name="four"))
+    assert (multi.tpu_topology, multi.slice_nodes, multi.resource) == (
+        "4x4",
+        4,
+        ("google.com/tpu", 4),
+    )
+
+
+def test_queued_gpu_pool_shape_and_matching() -> None:
+    pool = rendered(gpu("nvidia-h100-80gb", nodes=2), "QueuedProvisioning", name="q")
+    shape = pool_shape(pool)
+    assert shape.queued
+    assert [t.key for t in shape.taints] == ["nvidia.com/gpu", "cloud.google.com/gke-queued"]
+    assert max_nodes(pool) == 2
+    selector = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+    # GKE tolerates the GPU and queued taints for a pod that requests GPUs.
+    assert accepts(shape, selector, [], {"nvidia.com/gpu"})
+    # Without requesting GPUs, the GPU taint needs a toleration.
+    assert not accepts(shape, selector, [], set())
+    toleration = {"key": "nvidia.com/gpu", "operator": "Exists"}
+    assert accepts(shape, selector, [toleration], set())
+    assert not accepts(shape, {"cloud.google.com/gke-accelerator": "nvidia-l4"}, [], set())
+    assert not accepts(shape, selector, [toleration], {"google.com/tpu"})
+
+
+def test_capacity_rules_first_match_wins() -> None:
+    scenario = SimScenario(
+        capacity=[
+            CapacityRule(zone="us-central1-a", accelerator="nvidia-l4", stockout=True),
+            CapacityRule(accelerator="nvidia-l4", after_seconds=300),
+        ]
+    )
+    zones = ["us-central1-a", "us-central1-b"]
+    assert scenario.capacity_zone(zones, "nvidia-l4", 299) is None
+    assert scenario.capacity_zone(zones, "nvidia-l4", 300) == "us-central1-b"
+    assert scenario.capacity_zone(zones, "tpu-v6e-slice", 0) == "us-central1-a"
+
+
+def test_kwok_config_is_stages_for_nodes_and_pods() -> None:
+    documents = list(yaml.safe_load_all(kwok_config()))
+    assert {d["kind"] for d in documents} == {"Stage"}
+    names = {d["metadata"]["name"] for d in documents}
+    assert {"node-initialize", "node-heartbeat", "pod-ready", "pod-succeed", "pod-fail"} <= names
+    kinds = {d["spec"]["resourceRef"]["kind"] for d in documents}
+    assert kinds == {"Node", "Pod"}
