@@ -19,7 +19,8 @@ from dws_operator.devcluster import DevCluster, find_binaries
 from dws_operator.emulator import EmulatorConfig, EmulatorThread
 from tests.builders import tpu
 from tests.cluster.conftest import Kubectl
-from tests.cluster.operator.harness import Scenario, eventually
+from tests.cluster.operator.harness import Scenario
+from tests.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "dws-operator"

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from dws_operator import __version__
-from dws_operator.cli import crd, devcluster, emulator, plan, run
+from dws_operator.cli import crd, dev, devcluster, emulator, plan, run
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     devcluster.register(commands)
     emulator.register(commands)
     run.register(commands)
+    dev.register(commands)
     return parser
 
 

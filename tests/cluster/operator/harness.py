@@ -3,9 +3,7 @@ emulator, and the operator in-process; the test stands in for the kubelet."""
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -18,21 +16,10 @@ from kubernetes import client as k8s
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
 from tests.builders import manifest, spec_body
+from tests.polling import eventually
 
 T = TypeVar("T")
 OPERATIONS = "projects/dws-sandbox/locations/us-central1/operations"
-
-
-def eventually(probe: Callable[[], T | None], timeout: float = 30.0, what: str = "") -> T:
-    """Poll `probe` until it returns something truthy; fail with `what` after `timeout`."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or probe}: {last!r}")
 
 
 class Scenario:

@@ -8,7 +8,8 @@ import pytest
 from google.cloud import container_v1
 
 from tests.builders import gpu, tpu
-from tests.cluster.operator.harness import Scenario, eventually
+from tests.cluster.operator.harness import Scenario
+from tests.polling import eventually
 
 pytestmark = pytest.mark.usefixtures("operator")
 

@@ -8,7 +8,8 @@ from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
 from dws_operator.devcluster import DevCluster
 from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig, MethodFaults
 from tests.builders import gpu, tpu
-from tests.cluster.operator.harness import Scenario, eventually
+from tests.cluster.operator.harness import Scenario
+from tests.polling import eventually
 
 
 def test_queued_provisioning_goes_through_kueue(

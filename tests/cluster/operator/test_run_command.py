@@ -10,7 +10,8 @@ import sys
 from dws_operator.devcluster import DevCluster
 from dws_operator.emulator import ClusterManagerEmulator
 from tests.builders import gpu
-from tests.cluster.operator.harness import Scenario, eventually
+from tests.cluster.operator.harness import Scenario
+from tests.polling import eventually
 
 
 def test_run_command(

@@ -1,0 +1,79 @@
+"""What `dws-operator dev` prints while a request runs: phase changes with timings, nodes
+arriving and leaving, a bar while it waits for capacity, and a summary. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+TERMINAL = ("Succeeded", "Failed")
+BAR_WIDTH = 24
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    at: float  # seconds since the request was applied
+    phase: str | None
+    message: str
+    nodes: int  # Nodes of the request's pool that exist now
+    planned_nodes: int | None
+    max_wait_seconds: int | None
+    restarts: int = 0
+
+
+@dataclass
+class ProgressLog:
+    """Turns successive snapshots into the lines a person wants to read."""
+
+    phase_times: dict[str, float] = field(default_factory=dict)
+    finished_at: float | None = None
+    drained_at: float | None = None
+    _last: Snapshot | None = None
+    _waiting_since: float | None = None
+
+    def update(self, now: Snapshot) -> list[str]:
+        last, lines = self._last, []
+        stamp = f"[{now.at:6.1f}s]"
+        if now.phase != (last.phase if last else None) and now.phase is not None:
+            self.phase_times.setdefault(now.phase, now.at)
+            lines.append(f"{stamp} {now.phase:<19} {now.message}".rstrip())
+            if now.phase == "WaitingForCapacity":
+                self._waiting_since = now.at
+            if now.phase in TERMINAL:
+                self.finished_at = now.at
+        if last is not None and now.restarts != last.restarts:
+            lines.append(f"{stamp} restart {now.restarts}: a node was lost, new attempt")
+        before = last.nodes if last else 0
+        if now.nodes != before:
+            change = now.nodes - before
+            total = f"/{now.planned_nodes}" if now.planned_nodes else ""
+            verb = "appeared" if change > 0 else "removed"
+            lines.append(f"{stamp} {abs(change)} node(s) {verb}: {now.nodes}{total} now")
+            if now.nodes == 0 and self.finished_at is not None:
+                self.drained_at = now.at
+        self._last = now
+        return lines
+
+    def bar(self, now: Snapshot) -> str | None:
+        """A one-line bar while waiting for capacity; None otherwise."""
+        if now.phase != "WaitingForCapacity" or self._waiting_since is None:
+            return None
+        waited = now.at - self._waiting_since
+        if not now.max_wait_seconds:
+            return f"waiting for capacity {waited:5.1f}s (no time limit)"
+        share = min(waited / now.max_wait_seconds, 1.0)
+        filled = round(share * BAR_WIDTH)
+        return (
+            f"waiting for capacity [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] "
+            f"{waited:5.1f}s of {now.max_wait_seconds}s"
+        )
+
+    def summary(self) -> list[str]:
+        lines = ["phase timings:"]
+        ordered = sorted(self.phase_times.items(), key=lambda item: item[1])
+        for (phase, start), nxt in zip(ordered, [*ordered[1:], None], strict=True):
+            until = f"{nxt[1] - start:6.1f}s" if nxt else "      -"
+            lines.append(f"  {phase:<19} at {start:6.1f}s  for {until}")
+        if self.finished_at is not None and self.drained_at is not None:
+            idle = self.drained_at - self.finished_at
+            lines.append(f"idle node time after the work ended: {idle:.1f}s")
+        return lines

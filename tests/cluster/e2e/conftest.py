@@ -1,0 +1,100 @@
+"""The whole DWS flow: devcluster + controllers + scheduler + kwok + Kueue + the GKE
+emulator with its autoscaler + the operator. Every test here is marked `e2e`."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
+from dws_operator.devcluster import DevCluster, DevClusterOptions
+from dws_operator.devcluster.crds import install_third_party_crds, install_training_request_crd
+from dws_operator.devcluster.kueue import KueueManager
+from dws_operator.emulator import (
+    DEFAULT_CLUSTER,
+    ClusterManagerEmulator,
+    EmulatorConfig,
+    EmulatorThread,
+)
+from dws_operator.emulator.autoscaler import Autoscaler
+from dws_operator.emulator.scenario import SimScenario
+from dws_operator.emulator.stages import kwok_config
+from tests.cluster.operator.harness import Scenario
+
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def simcluster_e2e() -> Iterator[DevCluster]:
+    options = DevClusterOptions(controllers=True, kwok=True, stages=kwok_config())
+    with DevCluster(options) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def e2e_api(simcluster_e2e: DevCluster) -> Iterator[k8s.ApiClient]:
+    api = k8s_config.new_client_from_config(config_file=str(simcluster_e2e.kubeconfig))  # type: ignore[no-untyped-call]
+    install_training_request_crd(api)
+    install_third_party_crds(api)
+    yield api
+    api.close()
+
+
+@pytest.fixture(scope="session")
+def e2e_kueue(simcluster_e2e: DevCluster, e2e_api: k8s.ApiClient) -> Iterator[KueueManager]:
+    with KueueManager(simcluster_e2e.kubeconfig) as manager:
+        yield manager
+
+
+@pytest.fixture
+def e2e_namespace(e2e_api: k8s.ApiClient) -> Iterator[str]:
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    core = k8s.CoreV1Api(e2e_api)
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)
+
+
+Stack = Callable[..., Scenario]
+
+
+@pytest.fixture
+def stack(
+    simcluster_e2e: DevCluster, e2e_api: k8s.ApiClient, e2e_namespace: str
+) -> Iterator[Stack]:
+    """Starts emulator + autoscaler (with `scenario`) + operator; all stopped afterwards."""
+    with contextlib.ExitStack() as resources:
+
+        def start(
+            scenario: SimScenario, kueue: KueueMode = KueueMode.DISABLED, queue: str | None = None
+        ) -> Scenario:
+            emulator: ClusterManagerEmulator = resources.enter_context(
+                EmulatorThread(EmulatorConfig(operation_latency_seconds=0.5))
+            )
+            resources.enter_context(Autoscaler(emulator, simcluster_e2e.kubeconfig, scenario))
+            config = OperatorConfig(
+                project="dws-sandbox",
+                location="us-central1",
+                cluster=DEFAULT_CLUSTER.rsplit("/", 1)[-1],
+                gke_endpoint=emulator.endpoint,
+                kueue=kueue,
+                default_queue=queue,
+                # Only this test's namespace: earlier tests' leftovers are not its business.
+                namespaces=(e2e_namespace,),
+            )
+            resources.enter_context(OperatorThread(config, kubeconfig=simcluster_e2e.kubeconfig))
+            return Scenario(e2e_api, e2e_namespace, emulator)
+
+        yield start

@@ -1,0 +1,44 @@
+"""`dws-operator dev --exit-when-done`: the README's first command, end to end."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def test_dev_runs_the_default_sample_to_completion(tmp_path: Path) -> None:
+    began = time.monotonic()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dws_operator",
+            "dev",
+            "--exit-when-done",
+            "--kubeconfig",
+            str(tmp_path / "kubeconfig"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    elapsed = time.monotonic() - began
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    for words in (
+        "Provisioning",
+        "WaitingForCapacity",
+        "4 node(s) appeared",
+        "Running",
+        "Succeeded",
+        "4 node(s) removed",
+        "idle node time after the work ended",
+        f"kubeconfig: {tmp_path / 'kubeconfig'}",
+    ):
+        assert words in out, out
+    print(f"\ndws-operator dev --exit-when-done took {elapsed:.0f}s")
+    assert elapsed < 180
+    assert not (tmp_path / "kubeconfig").exists()  # everything removed on exit

@@ -1,0 +1,182 @@
+"""Issue 6's end-to-end flows: capacity that arrives late or never, Kueue and
+ProvisioningRequests, spot preemption, deletion mid-run."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kubernetes import client as k8s
+
+from dws_operator.controller import KueueMode
+from dws_operator.devcluster.kueue import KueueManager
+from dws_operator.emulator.scenario import CapacityRule, Preemption, SimScenario
+from dws_operator.kueue_objects import (
+    KUEUE_API_VERSION,
+    KUEUE_GROUP,
+    ProvisioningCheck,
+    QueueSetup,
+    apply_kueue_objects,
+    gpu_flavor,
+    kueue_objects,
+)
+from tests.builders import gpu, tpu
+from tests.cluster.e2e.conftest import Stack
+from tests.cluster.operator.harness import Scenario
+from tests.polling import eventually
+
+POOL_LABEL = "cloud.google.com/gke-nodepool"
+#: GKE's minutes run as seconds.
+CLOCK = 60.0
+
+
+def sim(seconds: str) -> dict[str, Any]:
+    return {
+        "metadata": {"annotations": {"dws-operator.dev/sim-duration": seconds}},
+        "spec": {"containers": [{"name": "train", "image": "example/train:1"}]},
+    }
+
+
+def nodes(scenario: Scenario) -> list[k8s.V1Node]:
+    selector = f"{POOL_LABEL}={scenario.pool_name}"
+    return list(scenario.core.list_node(label_selector=selector).items)
+
+
+def test_flex_start_capacity_after_five_simulated_minutes(stack: Stack) -> None:
+    scenario = stack(
+        SimScenario(
+            clock_factor=CLOCK,
+            capacity=[CapacityRule(accelerator="tpu-v6e-slice", after_seconds=300)],
+        )
+    )
+    scenario.create(tpu("v6e", "4x4"), template=sim("10s"))
+    scenario.wait_phase("WaitingForCapacity")
+    assert nodes(scenario) == []
+    arrived = eventually(
+        lambda: len(nodes(scenario)) == 4 and nodes(scenario), timeout=30, what="4 nodes"
+    )
+    labels = arrived[0].metadata.labels
+    assert labels["cloud.google.com/gke-tpu-accelerator"] == "tpu-v6e-slice"
+    assert labels["cloud.google.com/gke-tpu-topology"] == "4x4"
+    assert labels["cloud.google.com/gke-flex-start"] == "true"
+    node_names = {n.metadata.name for n in arrived}
+    running = eventually(
+        lambda: (
+            [
+                p
+                for p in scenario.pods()
+                if p.status.phase == "Running" and p.spec.node_name in node_names
+            ]
+            if len(scenario.pods()) == 4
+            else None
+        ),
+        timeout=30,
+        what="4 pods running on the slice",
+    )
+    assert len(running) == 4
+    scenario.wait_phase("Succeeded", timeout=60)
+    finished = time.monotonic()
+    eventually(lambda: nodes(scenario) == [], timeout=30, what="the nodes gone")
+    idle = time.monotonic() - finished
+    print(f"\nidle node time after the Job finished: {idle:.1f}s (GKE default ~600s)")
+    assert idle < 15
+    assert scenario.pool_max() == 0
+
+
+def test_gpu_queued_provisioning_through_kueue(
+    stack: Stack, e2e_kueue: KueueManager, e2e_namespace: str
+) -> None:
+    h100 = gpu_flavor("nvidia-h100-80gb")
+    setup = QueueSetup(
+        cluster_queue=f"dws-{e2e_namespace}",
+        local_queue="dws-queue",
+        namespace=e2e_namespace,
+        flavors=(h100,),
+        check=ProvisioningCheck(name=f"prov-{e2e_namespace}", config_name=f"cfg-{e2e_namespace}"),
+    )
+    scenario = stack(SimScenario(clock_factor=CLOCK), kueue=KueueMode.REQUIRED, queue="dws-queue")
+    apply_kueue_objects(scenario.api, kueue_objects(setup))
+    scenario.create(
+        gpu("nvidia-h100-80gb", nodes=2), mode="QueuedProvisioning", template=sim("10s")
+    )
+    objects = k8s.CustomObjectsApi(scenario.api)
+
+    def provreqs() -> list[dict[str, Any]]:
+        listed: Any = objects.list_namespaced_custom_object(
+            "autoscaling.x-k8s.io", "v1", scenario.namespace, "provisioningrequests"
+        )
+        return list(listed["items"])
+
+    [provreq] = eventually(provreqs, timeout=60, what="Kueue's ProvisioningRequest")
+    assert provreq["spec"]["provisioningClassName"] == "queued-provisioning.gke.io"
+    provisioned = eventually(
+        lambda: next(
+            (
+                c
+                for c in (provreqs()[0].get("status") or {}).get("conditions", [])
+                if c["type"] == "Provisioned" and c["status"] == "True"
+            ),
+            None,
+        ),
+        timeout=60,
+        what="Provisioned",
+    )
+    pods = eventually(
+        lambda: len(scenario.pods()) == 2 and scenario.pods(),
+        timeout=60,
+        what="the admitted Job's pods",
+    )
+    for pod in pods:
+        annotations = pod.metadata.annotations or {}
+        assert (
+            annotations["autoscaling.x-k8s.io/consume-provisioning-request"]
+            == (provreq["metadata"]["name"])
+        )
+        assert annotations["autoscaling.x-k8s.io/provisioning-class-name"] == (
+            "queued-provisioning.gke.io"
+        )
+    workloads: Any = objects.list_namespaced_custom_object(
+        KUEUE_GROUP, KUEUE_API_VERSION.split("/")[-1], scenario.namespace, "workloads"
+    )
+    [workload] = workloads["items"]
+    admitted = next(c for c in workload["status"]["conditions"] if c["type"] == "Admitted")
+    assert admitted["status"] == "True"
+    assert admitted["lastTransitionTime"] >= provisioned["lastTransitionTime"]
+    scenario.wait_phase("Succeeded", timeout=60)
+    eventually(lambda: nodes(scenario) == [], timeout=30, what="the nodes gone")
+
+
+def test_spot_preemption_mid_run(stack: Stack) -> None:
+    # Preempted 15 s (wall) after the autoscaler starts, while the pods run their 30 s.
+    scenario = stack(SimScenario(clock_factor=CLOCK, preemptions=[Preemption(at_seconds=900)]))
+    scenario.create(tpu("v6e", "2x4"), mode="Spot", template=sim("30s"))
+    scenario.wait_phase("Running", timeout=30)
+    eventually(lambda: scenario.status().get("restarts") == 1, timeout=40, what="a restart")
+    status = scenario.wait_phase("Succeeded", timeout=90)
+    assert status["restarts"] == 1
+    assert "Restarting" in scenario.events()
+    eventually(lambda: nodes(scenario) == [], timeout=30, what="the nodes gone")
+
+
+def test_capacity_never_arrives(stack: Stack) -> None:
+    scenario = stack(SimScenario(clock_factor=CLOCK, capacity=[CapacityRule(stockout=True)]))
+    scenario.create(tpu("v6e", "2x4"), provisioning={"maxWaitDuration": "15s"}, template=sim("10s"))
+    scenario.wait_phase("Failed", timeout=40)
+    assert scenario.condition("Completed")["reason"] == "CapacityTimeout"
+    eventually(lambda: scenario.pool() is None, timeout=20, what="no pool left behind")
+    assert nodes(scenario) == []
+    assert scenario.jobs() == []
+
+
+def test_deleted_mid_run(stack: Stack) -> None:
+    scenario = stack(SimScenario(clock_factor=CLOCK))
+    scenario.create(tpu("v6e", "4x4"), template=sim("120s"))
+    scenario.wait_phase("Running", timeout=40)
+    assert len(nodes(scenario)) == 4
+    scenario.delete()
+    eventually(lambda: scenario.get() is None, timeout=30, what="the request gone")
+    assert scenario.jobs() == []
+    assert scenario.service() is None
+    eventually(lambda: scenario.pods() == [], timeout=30, what="the pods gone")
+    eventually(lambda: scenario.pool() is None, timeout=30, what="the pool gone")
+    eventually(lambda: nodes(scenario) == [], timeout=30, what="the nodes gone")

@@ -1,0 +1,64 @@
+"""What `dws-operator dev` prints, from successive snapshots of a request."""
+
+from __future__ import annotations
+
+from dws_operator.sandbox.progress import ProgressLog, Snapshot
+
+
+def snap(at: float, phase: str | None, nodes: int = 0, message: str = "", **extra: int) -> Snapshot:
+    return Snapshot(
+        at=at,
+        phase=phase,
+        message=message,
+        nodes=nodes,
+        planned_nodes=4,
+        max_wait_seconds=extra.get("max_wait", 600),
+        restarts=extra.get("restarts", 0),
+    )
+
+
+def test_a_whole_run() -> None:
+    log = ProgressLog()
+    lines: list[str] = []
+    for s in (
+        snap(0.2, None),
+        snap(0.5, "Provisioning", message="Creating node pool p"),
+        snap(0.9, "Provisioning", message="Creating node pool p"),
+        snap(1.5, "WaitingForCapacity", message="Waiting for capacity: 0/4 nodes"),
+        snap(6.0, "WaitingForCapacity", nodes=4),
+        snap(12.0, "Running", nodes=4, message="Running on 4 x ct6e-standard-4t"),
+        snap(30.0, "Succeeded", nodes=4, message="Job j succeeded"),
+        snap(32.5, "Succeeded", nodes=0),
+    ):
+        lines += log.update(s)
+    assert lines == [
+        "[   0.5s] Provisioning        Creating node pool p",
+        "[   1.5s] WaitingForCapacity  Waiting for capacity: 0/4 nodes",
+        "[   6.0s] 4 node(s) appeared: 4/4 now",
+        "[  12.0s] Running             Running on 4 x ct6e-standard-4t",
+        "[  30.0s] Succeeded           Job j succeeded",
+        "[  32.5s] 4 node(s) removed: 0/4 now",
+    ]
+    summary = log.summary()
+    assert summary[0] == "phase timings:"
+    assert "  WaitingForCapacity  at    1.5s  for   10.5s" in summary
+    assert summary[-1] == "idle node time after the work ended: 2.5s"
+
+
+def test_waiting_bar() -> None:
+    log = ProgressLog()
+    log.update(snap(1.0, "WaitingForCapacity"))
+    bar = log.bar(snap(301.0, "WaitingForCapacity"))
+    assert bar == "waiting for capacity [############............] 300.0s of 600s"
+    assert log.bar(snap(302.0, "Running")) is None
+    forever = log.bar(snap(5.0, "WaitingForCapacity", max_wait=0))
+    assert forever == "waiting for capacity   4.0s (no time limit)"
+
+
+def test_restarts_are_reported() -> None:
+    log = ProgressLog()
+    log.update(snap(1.0, "Running", nodes=2))
+    assert log.update(snap(2.0, "WaitingForCapacity", nodes=1, restarts=1))[:2] == [
+        "[   2.0s] WaitingForCapacity",
+        "[   2.0s] restart 1: a node was lost, new attempt",
+    ]
