@@ -223,8 +223,16 @@ def render_job(
     }
 
 
-def queue_for(spec: TrainingRequestSpec, default_queue: str | None) -> str | None:
-    return spec.queue_name or default_queue
+def queue_for(
+    spec: TrainingRequestSpec, default_queue: str | None, queued_queue: str | None = None
+) -> str | None:
+    """The request's queueName; else, for queued provisioning, the queue whose ClusterQueue
+    has the ProvisioningRequest admission check; else the default queue."""
+    if spec.queue_name:
+        return spec.queue_name
+    if queued_queue and uses_provisioning_request(spec.provisioning):
+        return queued_queue
+    return default_queue
 
 
 def uses_provisioning_request(provisioning: ProvisioningSpec) -> bool:

@@ -1581,3 +1581,32 @@ def test_deletion_removes_every_attempt() -> None:
     d = run(obs)
     assert sorted(a.name for a in only(d.actions, DeleteJob)) == [NAME, f"{NAME}-r1"]
     assert not d.released
+
+
+# -- Kueue queue routing -----------------------------------------------------------------------
+
+ROUTED = ReconcileConfig(
+    kueue=True, default_queue="dws-queue", queued_queue="dws-queued", location="us-central1"
+)
+
+
+def _queue_of(body: dict[str, Any]) -> str:
+    d = run(observed(body, pool=pool_for(body), service=True), ROUTED)
+    [create] = only(d.actions, CreateJob)
+    return str(create.manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"])
+
+
+def test_queued_provisioning_goes_to_the_queue_with_the_provisioning_check() -> None:
+    assert _queue_of(spec_body(gpu("nvidia-h100-80gb", nodes=2), "QueuedProvisioning")) == (
+        "dws-queued"
+    )
+
+
+def test_other_modes_go_to_the_default_queue() -> None:
+    assert _queue_of(spec_body(gpu("nvidia-h100-80gb", nodes=2), "FlexStart")) == "dws-queue"
+    assert _queue_of(MULTI) == "dws-queue"
+
+
+def test_a_named_queue_wins() -> None:
+    body = spec_body(gpu("nvidia-h100-80gb"), "QueuedProvisioning", queueName="team-q")
+    assert _queue_of(body) == "team-q"

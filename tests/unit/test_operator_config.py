@@ -19,9 +19,11 @@ def test_from_environment() -> None:
             "DWS_GKE_ENDPOINT": "127.0.0.1:8470",
             "DWS_KUEUE": "Required",
             "DWS_DEFAULT_QUEUE": "dws-queue",
+            "DWS_QUEUED_QUEUE": "dws-queued",
             "DWS_NAMESPACES": "team-a, team-b",
         }
     )
+    assert config.queued_queue == "dws-queued"
     assert config.cluster_path == "projects/my-project/locations/us-central1/clusters/c1"
     assert config.gke_endpoint == "127.0.0.1:8470"
     assert config.kueue == KueueMode.REQUIRED
@@ -59,6 +61,7 @@ def test_flags_win_over_environment() -> None:
         ({**BASE, "DWS_GKE_ENDPOINT": "nohostport"}, "DWS_GKE_ENDPOINT='nohostport'"),
         ({**BASE, "DWS_KUEUE": "maybe"}, "use auto, required or disabled"),
         ({**BASE, "DWS_DEFAULT_QUEUE": "Q!"}, "DWS_DEFAULT_QUEUE='Q!' is not valid"),
+        ({**BASE, "DWS_QUEUED_QUEUE": "Q?"}, "DWS_QUEUED_QUEUE='Q?' is not valid"),
         ({**BASE, "DWS_NAMESPACES": "ok,NOT OK"}, "DWS_NAMESPACES='NOT OK' is not valid"),
     ],
 )

@@ -29,6 +29,10 @@ def register(commands: Any) -> None:
     parser.add_argument("--gke-endpoint", help="host:port of a GKE emulator (DWS_GKE_ENDPOINT)")
     parser.add_argument("--kueue", help="auto, required or disabled (DWS_KUEUE)")
     parser.add_argument("--default-queue", help="default Kueue LocalQueue (DWS_DEFAULT_QUEUE)")
+    parser.add_argument(
+        "--queued-queue",
+        help="LocalQueue for QueuedProvisioning requests without queueName (DWS_QUEUED_QUEUE)",
+    )
     parser.add_argument("--namespaces", help="comma-separated namespaces (DWS_NAMESPACES)")
     parser.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     parser.set_defaults(run=run)
@@ -43,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
             gke_endpoint=args.gke_endpoint,
             kueue=args.kueue,
             default_queue=args.default_queue,
+            queued_queue=args.queued_queue,
             namespaces=args.namespaces,
         )
     except ConfigError as error:

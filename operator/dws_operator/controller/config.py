@@ -34,6 +34,9 @@ class OperatorConfig:
     gke_endpoint: str | None = None
     kueue: KueueMode = KueueMode.AUTO
     default_queue: str | None = None
+    #: LocalQueue for QueuedProvisioning requests without queueName (its ClusterQueue
+    #: carries the ProvisioningRequest admission check).
+    queued_queue: str | None = None
     #: Empty: every namespace.
     namespaces: tuple[str, ...] = ()
 
@@ -70,11 +73,14 @@ class OperatorConfig:
         queue = get("default_queue", "DWS_DEFAULT_QUEUE")
         if queue is not None:
             _check(queue, re.compile(DNS_LABEL_PATTERN), "DWS_DEFAULT_QUEUE", "a LocalQueue name")
+        queued = get("queued_queue", "DWS_QUEUED_QUEUE")
+        if queued is not None:
+            _check(queued, re.compile(DNS_LABEL_PATTERN), "DWS_QUEUED_QUEUE", "a LocalQueue name")
         namespaces_text = get("namespaces", "DWS_NAMESPACES") or ""
         namespaces = tuple(n.strip() for n in namespaces_text.split(",") if n.strip())
         for namespace in namespaces:
             _check(namespace, re.compile(DNS_LABEL_PATTERN), "DWS_NAMESPACES", "namespace names")
-        return cls(project, location, cluster, endpoint, kueue, queue, namespaces)
+        return cls(project, location, cluster, endpoint, kueue, queue, queued, namespaces)
 
 
 def _required(value: str | None, env: str, flag: str) -> str:

@@ -92,7 +92,10 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
             kube,
             NodePoolClient(gke_api, config.cluster_path),
             ReconcileConfig(
-                kueue=installed, default_queue=config.default_queue, location=config.location
+                kueue=installed,
+                default_queue=config.default_queue,
+                queued_queue=config.queued_queue,
+                location=config.location,
             ),
             post_event,
         )

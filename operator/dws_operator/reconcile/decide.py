@@ -56,6 +56,8 @@ FOLLOW_SECONDS = 2.0
 class ReconcileConfig:
     kueue: bool = False
     default_queue: str | None = None
+    #: LocalQueue for QueuedProvisioning requests that name none.
+    queued_queue: str | None = None
     location: str | None = None
 
 
@@ -153,7 +155,7 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
                 "QueuedProvisioning scales up only through a ProvisioningRequest created by "
                 "Kueue; enable Kueue (DWS_KUEUE) or choose FlexStart",
             )
-        if queue_for(spec, config.default_queue) is None:
+        if queue_for(spec, config.default_queue, config.queued_queue) is None:
             return run.fail(
                 "QueueRequired",
                 "QueuedProvisioning needs a Kueue LocalQueue: set spec.queueName or the "
@@ -256,7 +258,7 @@ def _workload(
     attempt = run.status.restarts
     if job is None:
         ensure_service()
-        queue = queue_for(spec, config.default_queue) if config.kueue else None
+        queue = queue_for(spec, config.default_queue, config.queued_queue) if config.kueue else None
         run.act(CreateJob(render_job(ref, spec, plan, attempt=attempt, queue=queue)))
         run.status.job = ObjectReference(name=job_name(request.name, attempt))
         run.condition(cond.WORKLOAD_CREATED, "True", "JobCreated", f"Job {run.status.job.name}")

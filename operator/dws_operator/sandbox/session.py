@@ -22,20 +22,49 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from dws_operator.api import GROUP, PLURAL, VERSION
+from dws_operator.catalog import GPU_ACCELERATORS, TPU_GENERATIONS
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
-from dws_operator.devcluster import DevCluster, DevClusterOptions
-from dws_operator.devcluster.crds import install_training_request_crd
+from dws_operator.devcluster import DevCluster, DevClusterOptions, MissingBinaries, find_binaries
+from dws_operator.devcluster.crds import install_third_party_crds, install_training_request_crd
+from dws_operator.devcluster.kueue import KueueManager
 from dws_operator.durations import parse_duration
 from dws_operator.emulator import DEFAULT_CLUSTER, EmulatorConfig, EmulatorThread
 from dws_operator.emulator.autoscaler import Autoscaler
 from dws_operator.emulator.scenario import CapacityRule, SimScenario, load_scenario
 from dws_operator.emulator.stages import kwok_config
+from dws_operator.kueue_objects import (
+    ProvisioningCheck,
+    QueueSetup,
+    apply_kueue_objects,
+    gpu_flavor,
+    kueue_objects,
+    tpu_flavor,
+)
 from dws_operator.sandbox.progress import TERMINAL, ProgressLog, Snapshot
 
 NAMESPACE = "default"
+QUEUE = "dws-queue"
+QUEUED_QUEUE = "dws-queued"
 POOL_LABEL = "cloud.google.com/gke-nodepool"
 #: GKE's minutes as seconds: capacity after 5 simulated minutes arrives after 5 s.
 DEFAULT_SCENARIO = SimScenario(clock_factor=60.0, capacity=[CapacityRule(after_seconds=300.0)])
+
+
+def sandbox_queues(namespace: str) -> list[QueueSetup]:
+    tpus = tuple(tpu_flavor(g.accelerator_label) for g in TPU_GENERATIONS.values())
+    gpus = tuple(gpu_flavor(t.value) for t in GPU_ACCELERATORS)
+    return [
+        QueueSetup(
+            cluster_queue="dws", local_queue=QUEUE, namespace=namespace, flavors=tpus + gpus
+        ),
+        QueueSetup(
+            cluster_queue="dws-queued",
+            local_queue=QUEUED_QUEUE,
+            namespace=namespace,
+            flavors=gpus,
+            check=ProvisioningCheck(),
+        ),
+    ]
 
 
 @dataclass(frozen=True)
@@ -96,6 +125,7 @@ class Sandbox:
             )
             stack.callback(api.close)
             install_training_request_crd(api)
+            kueue = self._start_kueue(stack, api, cluster.kubeconfig)
             emulator = stack.enter_context(
                 EmulatorThread(EmulatorConfig(operation_latency_seconds=1.0))
             )
@@ -105,7 +135,9 @@ class Sandbox:
                 location="us-central1",
                 cluster=DEFAULT_CLUSTER.rsplit("/", 1)[-1],
                 gke_endpoint=emulator.endpoint,
-                kueue=KueueMode.DISABLED,
+                kueue=KueueMode.REQUIRED if kueue else KueueMode.DISABLED,
+                default_queue=QUEUE if kueue else None,
+                queued_queue=QUEUED_QUEUE if kueue else None,
             )
             stack.enter_context(OperatorThread(config, kubeconfig=cluster.kubeconfig))
             self.say(
@@ -118,6 +150,26 @@ class Sandbox:
                 return 0 if phase == "Succeeded" else 1
             self.stop.wait()
         return 0
+
+    def _start_kueue(
+        self, stack: contextlib.ExitStack, api: k8s.ApiClient, kubeconfig: Path
+    ) -> bool:
+        """Kueue, when its binary is built: two queues, `dws-queue` for everything and
+        `dws-queued` (ProvisioningRequest admission check) for queued provisioning."""
+        try:
+            find_binaries(["kueue"], build=False)
+        except MissingBinaries:
+            self.say(
+                "dws-operator dev: running without Kueue (its manager is not built: "
+                "bash hack/k8s-binaries.sh kueue)"
+            )
+            return False
+        install_third_party_crds(api)
+        stack.enter_context(KueueManager(kubeconfig))
+        for setup in sandbox_queues(NAMESPACE):
+            apply_kueue_objects(api, kueue_objects(setup))
+        self.say(f"dws-operator dev: Kueue admits the Jobs (LocalQueues {QUEUE}, {QUEUED_QUEUE})")
+        return True
 
     def _follow(self, api: k8s.ApiClient, manifest: dict[str, Any]) -> str | None:
         objects = k8s.CustomObjectsApi(api)

@@ -42,3 +42,41 @@ def test_dev_runs_the_default_sample_to_completion(tmp_path: Path) -> None:
     print(f"\ndws-operator dev --exit-when-done took {elapsed:.0f}s")
     assert elapsed < 180
     assert not (tmp_path / "kubeconfig").exists()  # everything removed on exit
+
+
+def test_dev_routes_queued_provisioning_through_kueue(tmp_path: Path) -> None:
+    """A GPU QueuedProvisioning request without queueName goes to the sandbox's queue with
+    the ProvisioningRequest admission check, gets its nodes and succeeds."""
+    manifest = tmp_path / "queued.yaml"
+    manifest.write_text(
+        "apiVersion: dws-operator.dev/v1alpha1\n"
+        "kind: TrainingRequest\n"
+        "metadata: {name: sandbox-h100-queued}\n"
+        "spec:\n"
+        "  accelerator: {gpu: {type: nvidia-h100-80gb, nodes: 2}}\n"
+        "  provisioning: {mode: QueuedProvisioning, maxRunDuration: 2h}\n"
+        "  template:\n"
+        "    metadata: {annotations: {dws-operator.dev/sim-duration: 10s}}\n"
+        "    spec: {containers: [{name: train, image: example/train:1}]}\n"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dws_operator",
+            "dev",
+            "--exit-when-done",
+            "-f",
+            str(manifest),
+            "--kubeconfig",
+            str(tmp_path / "kubeconfig"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Kueue admits the Jobs" in result.stdout
+    assert "2 node(s) appeared" in result.stdout
+    assert "Succeeded" in result.stdout
