@@ -60,20 +60,17 @@ def test_flex_start_capacity_after_five_simulated_minutes(stack: Stack) -> None:
     assert labels["cloud.google.com/gke-tpu-topology"] == "4x4"
     assert labels["cloud.google.com/gke-flex-start"] == "true"
     node_names = {n.metadata.name for n in arrived}
-    running = eventually(
-        lambda: (
-            [
-                p
-                for p in scenario.pods()
-                if p.status.phase == "Running" and p.spec.node_name in node_names
-            ]
-            if len(scenario.pods()) == 4
-            else None
-        ),
-        timeout=30,
-        what="4 pods running on the slice",
-    )
-    assert len(running) == 4
+
+    def running_on_the_slice() -> list[k8s.V1Pod] | None:
+        running = [
+            p
+            for p in scenario.pods()
+            if p.status.phase == "Running" and p.spec.node_name in node_names
+        ]
+        return running if len(running) == 4 else None  # all four, not the first ones
+
+    running = eventually(running_on_the_slice, timeout=30, what="4 pods running on the slice")
+    assert {p.spec.node_name for p in running} == node_names
     scenario.wait_phase("Succeeded", timeout=60)
     finished = time.monotonic()
     eventually(lambda: nodes(scenario) == [], timeout=30, what="the nodes gone")
