@@ -26,6 +26,15 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "dws-operator"
 
 Helm = Callable[..., subprocess.CompletedProcess[str]]
+#: The chart's required GKE settings, as helm flags.
+GKE_VALUES = (
+    "--set",
+    "gke.project=my-project",
+    "--set",
+    "gke.location=us-central1",
+    "--set",
+    "gke.cluster=training",
+)
 
 
 @pytest.fixture(scope="module")
@@ -92,12 +101,7 @@ def test_rendered_chart_passes_server_side_dry_run(
         str(CHART),
         "--namespace",
         namespace,
-        "--set",
-        "gke.project=my-project",
-        "--set",
-        "gke.location=us-central1",
-        "--set",
-        "gke.cluster=training",
+        *GKE_VALUES,
         "--set",
         "kueue.createObjects=true",
         "--set",
@@ -152,12 +156,7 @@ def test_helm_install_creates_the_operator(
         str(CHART),
         "--namespace",
         namespace,
-        "--set",
-        "gke.project=my-project",
-        "--set",
-        "gke.location=us-central1",
-        "--set",
-        "gke.cluster=training",
+        *GKE_VALUES,
     )
     try:
         assert result.returncode == 0, result.stderr

@@ -20,24 +20,12 @@ faults:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, cast
+from typing import Annotated, Literal, cast, get_args
 
 import grpc
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-METHODS = (
-    "GetCluster",
-    "ListNodePools",
-    "GetNodePool",
-    "CreateNodePool",
-    "DeleteNodePool",
-    "SetNodePoolAutoscaling",
-    "SetNodePoolSize",
-    "UpdateNodePool",
-    "GetOperation",
-    "ListOperations",
-)
 MethodName = Literal[
     "GetCluster",
     "ListNodePools",
@@ -50,6 +38,8 @@ MethodName = Literal[
     "GetOperation",
     "ListOperations",
 ]
+#: Every ClusterManager method the emulator serves (the Literal above, as values).
+METHODS: tuple[MethodName, ...] = get_args(MethodName)
 
 DEFAULT_CLUSTER = "projects/dws-sandbox/locations/us-central1/clusters/sandbox"
 CLUSTER_PATTERN = (
