@@ -41,6 +41,7 @@ from dws_operator.reconcile import (
 )
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.conditions import set_condition
+from dws_operator.reconcile.decide import RUNNING_POLL_SECONDS
 from dws_operator.workload import (
     MAX_RUN_ANNOTATION,
     QUEUE_LABEL,
@@ -438,7 +439,7 @@ def test_all_nodes_ready_is_running(body: dict[str, Any]) -> None:
     assert d.status.finished_at is None
     assert cond_tuple(d, cond.CAPACITY_PROVISIONED) == ("True", "NodesReady")
     assert d.events == [Event("Normal", "Running", d.status.message)]
-    assert d.requeue_after == 2.0
+    assert d.requeue_after == RUNNING_POLL_SECONDS  # Job events wake it sooner
 
 
 def test_running_keeps_its_start_time_even_when_pods_drop() -> None:

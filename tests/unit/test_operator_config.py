@@ -21,9 +21,11 @@ def test_from_environment() -> None:
             "DWS_DEFAULT_QUEUE": "dws-queue",
             "DWS_QUEUED_QUEUE": "dws-queued",
             "DWS_NAMESPACES": "team-a, team-b",
+            "DWS_RUNNING_POLL_SECONDS": "60",
         }
     )
     assert config.queued_queue == "dws-queued"
+    assert config.running_poll_seconds == 60.0
     assert config.cluster_path == "projects/my-project/locations/us-central1/clusters/c1"
     assert config.gke_endpoint == "127.0.0.1:8470"
     assert config.kueue == KueueMode.REQUIRED
@@ -39,6 +41,7 @@ def test_defaults() -> None:
         None,
         (),
     )
+    assert config.running_poll_seconds == 15.0
 
 
 def test_flags_win_over_environment() -> None:
@@ -63,6 +66,9 @@ def test_flags_win_over_environment() -> None:
         ({**BASE, "DWS_DEFAULT_QUEUE": "Q!"}, "DWS_DEFAULT_QUEUE='Q!' is not valid"),
         ({**BASE, "DWS_QUEUED_QUEUE": "Q?"}, "DWS_QUEUED_QUEUE='Q?' is not valid"),
         ({**BASE, "DWS_NAMESPACES": "ok,NOT OK"}, "DWS_NAMESPACES='NOT OK' is not valid"),
+        ({**BASE, "DWS_RUNNING_POLL_SECONDS": "soon"}, "expected seconds from 1 to 3600"),
+        ({**BASE, "DWS_RUNNING_POLL_SECONDS": "0.1"}, "DWS_RUNNING_POLL_SECONDS='0.1'"),
+        ({**BASE, "DWS_RUNNING_POLL_SECONDS": "nan"}, "DWS_RUNNING_POLL_SECONDS='nan'"),
     ],
 )
 def test_bad_settings_are_one_clear_line(env: dict[str, str], words: str) -> None:

@@ -34,6 +34,11 @@ def register(commands: Any) -> None:
         help="LocalQueue for QueuedProvisioning requests without queueName (DWS_QUEUED_QUEUE)",
     )
     parser.add_argument("--namespaces", help="comma-separated namespaces (DWS_NAMESPACES)")
+    parser.add_argument(
+        "--running-poll-seconds",
+        help="seconds between checks of a running request; Job events wake it sooner "
+        "(DWS_RUNNING_POLL_SECONDS, default 15)",
+    )
     parser.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     parser.set_defaults(run=run)
 
@@ -49,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
             default_queue=args.default_queue,
             queued_queue=args.queued_queue,
             namespaces=args.namespaces,
+            running_poll_seconds=args.running_poll_seconds,
         )
     except ConfigError as error:
         print(f"dws-operator run: {error}", file=sys.stderr)

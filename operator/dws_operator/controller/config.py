@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from dws_operator.api.base import DNS_LABEL_PATTERN
+from dws_operator.reconcile.decide import RUNNING_POLL_SECONDS
 
 _PROJECT_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
 _LOCATION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+(-[a-z])?$")
@@ -39,6 +40,8 @@ class OperatorConfig:
     queued_queue: str | None = None
     #: Empty: every namespace.
     namespaces: tuple[str, ...] = ()
+    #: Seconds between passes over a running request; its Job's events wake it sooner.
+    running_poll_seconds: float = RUNNING_POLL_SECONDS
 
     @property
     def cluster_path(self) -> str:
@@ -80,7 +83,21 @@ class OperatorConfig:
         namespaces = tuple(n.strip() for n in namespaces_text.split(",") if n.strip())
         for namespace in namespaces:
             _check(namespace, re.compile(DNS_LABEL_PATTERN), "DWS_NAMESPACES", "namespace names")
-        return cls(project, location, cluster, endpoint, kueue, queue, queued, namespaces)
+        poll_text = get("running_poll_seconds", "DWS_RUNNING_POLL_SECONDS")
+        poll = RUNNING_POLL_SECONDS if poll_text is None else _poll_seconds(poll_text)
+        return cls(project, location, cluster, endpoint, kueue, queue, queued, namespaces, poll)
+
+
+def _poll_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 1.0 <= value <= 3600.0:
+        raise ConfigError(
+            f"DWS_RUNNING_POLL_SECONDS={text!r} is not valid; expected seconds from 1 to 3600"
+        )
+    return value
 
 
 def _required(value: str | None, env: str, flag: str) -> str:

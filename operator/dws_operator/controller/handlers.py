@@ -1,14 +1,17 @@
 """kopf handlers (thin): a daemon per TrainingRequest runs reconcile passes; a delete
-handler holds the finalizer until the Job, Service and node pool are gone."""
+handler holds the finalizer until the Job, Service and node pool are gone; any change to
+one of our Jobs wakes its request's daemon at once, so a finished Job's pool is scaled
+down without waiting for the next poll."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import kopf
 import yaml
@@ -21,6 +24,7 @@ from dws_operator.controller.reconciler import Reconciler
 from dws_operator.gke import GkeError, NodePoolClient
 from dws_operator.gke import connect as connect_gke
 from dws_operator.reconcile import Event, ReconcileConfig
+from dws_operator.workload import REQUEST_LABEL
 
 FINALIZER = "dws-operator.dev/cleanup"
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -28,6 +32,9 @@ ANNOTATION_PREFIX = "dws-operator.dev"
 #: A request with nothing in flight is still looked at now and then (drift, lost events).
 IDLE_SECONDS = 30.0
 MAX_BACKOFF_SECONDS = 60.0
+#: Job status changes come in bursts (one per pod transition): at most one pass per this.
+MIN_PASS_SECONDS = 0.5
+CANCELLATION_BACKOFF_SECONDS = 3.0
 
 
 def _connection_from_kubeconfig(path: Path) -> kopf.ConnectionInfo:
@@ -57,9 +64,82 @@ def post_event(body: Mapping[str, Any], event: Event) -> None:
     kopf.event(cast(kopf.Body, body), type=event.type, reason=event.reason, message=event.message)
 
 
+class Wakeups:
+    """One flag per followed TrainingRequest (namespace, name), raised by its Job's events."""
+
+    def __init__(self) -> None:
+        self._flags: dict[tuple[str, str], asyncio.Event] = {}
+
+    def register(self, namespace: str, name: str) -> asyncio.Event:
+        flag = self._flags[namespace, name] = asyncio.Event()
+        return flag
+
+    def forget(self, namespace: str, name: str, flag: asyncio.Event) -> None:
+        # A request deleted and created again under the same name has a new daemon and flag.
+        if self._flags.get((namespace, name)) is flag:
+            del self._flags[namespace, name]
+
+    def wake(self, namespace: str, name: str) -> None:
+        flag = self._flags.get((namespace, name))
+        if flag is not None:
+            flag.set()
+
+
+class StopFlag(Protocol):
+    """What a daemon needs of kopf's `stopped`: truthy once stopping, and awaitable."""
+
+    def __bool__(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> Awaitable[Any]: ...
+
+
+async def pause(stopped: StopFlag, wake: asyncio.Event, delay: float) -> None:
+    """Sleep `delay` seconds, less if the daemon is stopped or `wake` is raised."""
+
+    async def stop() -> None:
+        await stopped.wait(delay)
+
+    waiters = {asyncio.ensure_future(stop()), asyncio.ensure_future(wake.wait())}
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+
+
+async def run_passes(
+    reconciler: Reconciler,
+    namespace: str,
+    name: str,
+    stopped: StopFlag,
+    wake: asyncio.Event,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+) -> None:
+    """Reconcile passes for one request until it needs no more (or the daemon stops)."""
+    backoff = 1.0
+    while not stopped:
+        wake.clear()  # a Job event from here on means another pass
+        try:
+            decision = await reconciler.reconcile(namespace, name)
+        except (ApiException, GkeError, OSError) as error:
+            # Never crash or hot-loop: say what failed, wait longer each time.
+            logger.warning("reconcile failed, retrying in %.0fs: %s", backoff, error)
+            await stopped.wait(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+            continue
+        backoff = 1.0
+        if decision is None:
+            return
+        delay = decision.requeue_after if decision.requeue_after is not None else IDLE_SECONDS
+        await stopped.wait(min(delay, MIN_PASS_SECONDS))
+        await pause(stopped, wake, max(delay - MIN_PASS_SECONDS, 0.0))
+
+
 def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> kopf.OperatorRegistry:
     """Handlers bound to `config`; a registry of their own, so tests can run several."""
     registry = kopf.OperatorRegistry()
+    wakeups = Wakeups()
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -96,6 +176,7 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
                 default_queue=config.default_queue,
                 queued_queue=config.queued_queue,
                 location=config.location,
+                running_poll_seconds=config.running_poll_seconds,
             ),
             post_event,
         )
@@ -107,7 +188,16 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
         if "gke_api" in memo:
             await memo.gke_api.transport.close()
 
-    @kopf.daemon(GROUP, VERSION, PLURAL, registry=registry, cancellation_timeout=5.0)
+    # On exit, a pass in flight gets a moment to finish before it is cancelled (a cancelled
+    # one is safe too: every pass is idempotent, but finishing keeps the log quiet).
+    @kopf.daemon(
+        GROUP,
+        VERSION,
+        PLURAL,
+        registry=registry,
+        cancellation_backoff=CANCELLATION_BACKOFF_SECONDS,
+        cancellation_timeout=5.0,
+    )
     async def follow(
         name: str,
         namespace: str | None,
@@ -117,23 +207,20 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
         **_: Any,
     ) -> None:
         assert namespace is not None  # TrainingRequests are namespaced
-        reconciler: Reconciler = memo.reconciler
-        backoff = 1.0
-        while not stopped:
-            try:
-                decision = await reconciler.reconcile(namespace, name)
-            except (ApiException, GkeError, OSError) as error:
-                # Never crash or hot-loop: say what failed, wait longer each time.
-                logger.warning("reconcile failed, retrying in %.0fs: %s", backoff, error)
-                delay, backoff = backoff, min(backoff * 2, MAX_BACKOFF_SECONDS)
-            else:
-                backoff = 1.0
-                if decision is None:
-                    return
-                delay = (
-                    decision.requeue_after if decision.requeue_after is not None else IDLE_SECONDS
-                )
-            await stopped.wait(delay)
+        wake = wakeups.register(namespace, name)
+        try:
+            await run_passes(memo.reconciler, namespace, name, stopped, wake, logger)
+        finally:
+            wakeups.forget(namespace, name, wake)
+
+    @kopf.on.event("batch", "v1", "jobs", labels={REQUEST_LABEL: kopf.PRESENT}, registry=registry)
+    async def job_changed(
+        namespace: str | None, labels: Mapping[str, str], type: str | None, **_: Any
+    ) -> None:
+        # Async, so the flag is raised on the daemons' own loop (sync handlers run in threads).
+        # The initial listing (type None) changes nothing the daemon has not read itself.
+        if namespace is not None and type is not None:
+            wakeups.wake(namespace, labels[REQUEST_LABEL])
 
     @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)
     async def release(name: str, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:

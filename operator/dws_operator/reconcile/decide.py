@@ -50,6 +50,11 @@ from dws_operator.workload import (
 TERMINAL = (Phase.SUCCEEDED, Phase.FAILED)
 #: How soon to look again while something is in flight (pool operation, pods starting).
 FOLLOW_SECONDS = 2.0
+#: How soon to look again while the Job runs. Every change of the Job (pods ready, done,
+#: disrupted) wakes its request at once (the handlers watch our Jobs); this poll only
+#: catches what no Job event reports, such as a pool changed behind our back, and keeps
+#: GKE API calls of a week-long run low (one GetNodePool per pass).
+RUNNING_POLL_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class ReconcileConfig:
     #: LocalQueue for QueuedProvisioning requests that name none.
     queued_queue: str | None = None
     location: str | None = None
+    running_poll_seconds: float = RUNNING_POLL_SECONDS
 
 
 @dataclass(frozen=True)
@@ -283,7 +289,11 @@ def _workload(
         run.status.started_at = run.status.started_at or run.now
         run.status.provisioned_at = run.status.provisioned_at or run.now
         run.condition(cond.CAPACITY_PROVISIONED, "True", "NodesReady", f"{plan.nodes} nodes")
-        return run.phase(Phase.RUNNING, f"Running on {plan.nodes} x {plan.machine_type}")
+        return run.phase(
+            Phase.RUNNING,
+            f"Running on {plan.nodes} x {plan.machine_type}",
+            config.running_poll_seconds,
+        )
     if _timed_out(run, plan):
         _capacity_timeout(run, spec, plan)
         return _clean_up(run, spec)
