@@ -30,10 +30,26 @@ def _established(crd: Any) -> bool:
     return any(c.type == "Established" and c.status == "True" for c in conditions)
 
 
+def _serves(objects: k8s.CustomObjectsApi, document: dict[str, Any]) -> bool:
+    """Whether the API server lists the CRD's objects yet. Established comes first; the
+    resource's storage may still answer 429 "storage is (re)initializing" for a moment,
+    which clients (kopf among them) would log as failed requests."""
+    spec = document["spec"]
+    version = next(v["name"] for v in spec["versions"] if v.get("storage"))
+    try:
+        objects.list_cluster_custom_object(spec["group"], version, spec["names"]["plural"], limit=1)
+    except k8s.ApiException as error:
+        if error.status in (404, 429, 503):
+            return False
+        raise
+    return True
+
+
 def apply_crds(
     api: k8s.ApiClient, documents: Iterable[dict[str, Any]], timeout: float = 60.0
 ) -> list[str]:
-    """Create or replace each CRD, then wait until every one is Established."""
+    """Create or replace each CRD, then wait until every one is Established and serving."""
+    documents = list(documents)
     extensions = k8s.ApiextensionsV1Api(api)
     names: list[str] = []
     for document in documents:
@@ -56,6 +72,15 @@ def apply_crds(
         if pending and time.monotonic() > deadline:
             raise TimeoutError(f"CRDs not Established after {timeout:.0f}s: {', '.join(pending)}")
         if pending:
+            time.sleep(0.1)
+    objects = k8s.CustomObjectsApi(api)
+    unserved = list(documents)
+    while unserved:
+        unserved = [d for d in unserved if not _serves(objects, d)]
+        if unserved and time.monotonic() > deadline:
+            late = ", ".join(d["metadata"]["name"] for d in unserved)
+            raise TimeoutError(f"CRDs not serving after {timeout:.0f}s: {late}")
+        if unserved:
             time.sleep(0.1)
     return names
 
