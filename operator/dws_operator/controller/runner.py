@@ -4,6 +4,7 @@ sandbox, in a background thread that can be stopped and started again."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from pathlib import Path
 from types import TracebackType
@@ -34,6 +35,18 @@ async def run_operator(
     )
 
 
+class _ThreadSignalsNotice(logging.Filter):
+    """Drops kopf's warning that a thread cannot take OS signals: in a thread that is the
+    point (`stop()` ends it), and the sandbox should not greet newcomers with it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("OS signals are ignored")
+
+
+_KOPF_REACTOR_LOGGER = "kopf._core.reactor.running"
+_THREAD_NOTICE = _ThreadSignalsNotice()
+
+
 class OperatorThread:
     """The whole operator in a thread with its own event loop; `stop()` ends it cleanly."""
 
@@ -60,6 +73,7 @@ class OperatorThread:
             self._ready.set()
 
     def start(self, timeout: float = 60.0) -> OperatorThread:
+        logging.getLogger(_KOPF_REACTOR_LOGGER).addFilter(_THREAD_NOTICE)  # idempotent
         self._thread.start()
         if not self._ready.wait(timeout) or self._error is not None:
             self.stop()
