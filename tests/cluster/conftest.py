@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
 from dws_operator.devcluster import DevCluster, DevClusterOptions
 from dws_operator.devcluster.crds import install_third_party_crds, install_training_request_crd
+from tests.cluster.namespaces import fresh_namespace
 
 HERE = Path(__file__).parent
 
@@ -41,7 +40,7 @@ def devcluster() -> Iterator[DevCluster]:
 
 @pytest.fixture(scope="session")
 def api(devcluster: DevCluster) -> Iterator[k8s.ApiClient]:
-    client = k8s_config.new_client_from_config(config_file=str(devcluster.kubeconfig))  # type: ignore[no-untyped-call]
+    client = devcluster.api_client()
     yield client
     client.close()
 
@@ -61,11 +60,8 @@ def third_party(api: k8s.ApiClient) -> list[str]:
 @pytest.fixture
 def namespace(api: k8s.ApiClient) -> Iterator[str]:
     """A fresh namespace per test, deleted afterwards."""
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    core = k8s.CoreV1Api(api)
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
+    with fresh_namespace(api, "t") as name:
+        yield name
 
 
 @pytest.fixture(scope="session")

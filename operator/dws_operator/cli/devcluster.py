@@ -10,8 +10,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from kubernetes import config as k8s_config
-
 from dws_operator.devcluster import DevCluster, DevClusterError, DevClusterOptions, MissingBinaries
 from dws_operator.devcluster.crds import install_third_party_crds, install_training_request_crd
 
@@ -56,9 +54,7 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         with DevCluster(options) as cluster:
-            api = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=str(cluster.kubeconfig)
-            )
+            api = cluster.api_client()
             install_training_request_crd(api)
             if args.third_party_crds:
                 install_third_party_crds(api)

@@ -24,6 +24,8 @@ from pathlib import Path
 from types import TracebackType
 
 import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 
 from dws_operator.devcluster.binaries import find_binaries
 from dws_operator.devcluster.certs import ClusterPki, create_pki
@@ -118,6 +120,13 @@ class DevCluster:
             self.stop()
             raise
         self.startup_seconds = time.monotonic() - began
+
+    def api_client(self) -> k8s.ApiClient:
+        """A synchronous Kubernetes client for this cluster; the caller closes it."""
+        client: k8s.ApiClient = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(self.kubeconfig)
+        )
+        return client
 
     def stop(self) -> None:
         for child in reversed(self._children):

@@ -19,7 +19,6 @@ from typing import Any, TextIO
 
 import yaml
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.catalog import GPU_ACCELERATORS, TPU_GENERATIONS
@@ -120,9 +119,7 @@ class Sandbox:
                     )
                 )
             )
-            api = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=str(cluster.kubeconfig)
-            )
+            api = cluster.api_client()
             stack.callback(api.close)
             install_training_request_crd(api)
             kueue = self._start_kueue(stack, api, cluster.kubeconfig)

@@ -4,13 +4,11 @@ emulator with its autoscaler + the operator. Every test here is marked `e2e`."""
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
 from dws_operator.devcluster import DevCluster, DevClusterOptions
@@ -25,6 +23,7 @@ from dws_operator.emulator import (
 from dws_operator.emulator.autoscaler import Autoscaler
 from dws_operator.emulator.scenario import SimScenario
 from dws_operator.emulator.stages import kwok_config
+from tests.cluster.namespaces import fresh_namespace
 from tests.cluster.operator.harness import Scenario
 
 HERE = Path(__file__).parent
@@ -45,7 +44,7 @@ def simcluster_e2e() -> Iterator[DevCluster]:
 
 @pytest.fixture(scope="session")
 def e2e_api(simcluster_e2e: DevCluster) -> Iterator[k8s.ApiClient]:
-    api = k8s_config.new_client_from_config(config_file=str(simcluster_e2e.kubeconfig))  # type: ignore[no-untyped-call]
+    api = simcluster_e2e.api_client()
     install_training_request_crd(api)
     install_third_party_crds(api)
     yield api
@@ -60,11 +59,8 @@ def e2e_kueue(simcluster_e2e: DevCluster, e2e_api: k8s.ApiClient) -> Iterator[Ku
 
 @pytest.fixture
 def e2e_namespace(e2e_api: k8s.ApiClient) -> Iterator[str]:
-    name = f"e2e-{uuid.uuid4().hex[:8]}"
-    core = k8s.CoreV1Api(e2e_api)
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
+    with fresh_namespace(e2e_api, "e2e") as name:
+        yield name
 
 
 Stack = Callable[..., Scenario]

@@ -4,12 +4,10 @@ autoscaler. The cluster is this directory's own (`simcluster`), apart from `devc
 from __future__ import annotations
 
 import sys
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
 from dws_operator.devcluster import DevCluster, DevClusterOptions
 from dws_operator.devcluster.crds import install_third_party_crds
@@ -17,6 +15,7 @@ from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig, Emulat
 from dws_operator.emulator.autoscaler import Autoscaler
 from dws_operator.emulator.scenario import SimScenario
 from dws_operator.emulator.stages import kwok_config
+from tests.cluster.namespaces import fresh_namespace
 from tests.cluster.sim.harness import Sim
 
 StartAutoscaler = Callable[[SimScenario], Autoscaler]
@@ -35,7 +34,7 @@ def simcluster() -> Iterator[DevCluster]:
 
 @pytest.fixture(scope="session")
 def sim_api(simcluster: DevCluster) -> Iterator[k8s.ApiClient]:
-    client = k8s_config.new_client_from_config(config_file=str(simcluster.kubeconfig))  # type: ignore[no-untyped-call]
+    client = simcluster.api_client()
     install_third_party_crds(client)
     yield client
     client.close()
@@ -43,11 +42,8 @@ def sim_api(simcluster: DevCluster) -> Iterator[k8s.ApiClient]:
 
 @pytest.fixture
 def sim_namespace(sim_api: k8s.ApiClient) -> Iterator[str]:
-    name = f"s-{uuid.uuid4().hex[:10]}"
-    core = k8s.CoreV1Api(sim_api)
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
+    with fresh_namespace(sim_api, "s") as name:
+        yield name
 
 
 @pytest.fixture
