@@ -184,7 +184,7 @@ class Autoscaler:
         busy = busy_nodes(pods)
         self._preempt_due(now, pools, busy)
         self._expire_flex_start(now, pools, busy)
-        queued.reconcile(now, pools, pods)
+        queued.reconcile(now, pools, pods, busy)
         pending = pending_by_pool(pools, pods)
         booked = queued.booked_nodes()
         for pool in pools.values():

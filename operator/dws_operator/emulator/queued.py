@@ -20,7 +20,6 @@ from dws_operator.emulator.observed import (
     Obj,
     PoolView,
     accelerator_of,
-    busy_nodes,
     consumed,
     name_of,
     queued_pool_for,
@@ -55,7 +54,14 @@ class QueuedCapacity:
         """Nodes held for a request whose booking still runs: never idle-removed."""
         return {n for b in self._bookings.values() if not b.expired for n in b.nodes}
 
-    def reconcile(self, now: float, pools: dict[str, PoolView], pods: list[Obj]) -> None:
+    def reconcile(
+        self,
+        now: float,
+        pools: dict[str, PoolView],
+        pods: list[Obj],
+        busy: dict[str, list[Obj]],
+    ) -> None:
+        """One pass; `busy` (running pods by node) loses the pods of nodes it revokes."""
         seen: set[Key] = set()
         for body in self.fleet.provisioning_requests():
             if (body.get("spec") or {}).get("provisioningClassName") != provreq.QUEUED_CLASS:
@@ -63,14 +69,20 @@ class QueuedCapacity:
             meta = body["metadata"]
             key = (meta["namespace"], meta["name"])
             seen.add(key)
-            self._follow(now, key, body, pools, pods)
+            self._follow(now, key, body, pools, pods, busy)
         for key in set(self._bookings) - seen:
             self._bookings.pop(key)
         for key in set(self._accepted_at) - seen:
             self._accepted_at.pop(key)
 
     def _follow(
-        self, now: float, key: Key, body: Obj, pools: dict[str, PoolView], pods: list[Obj]
+        self,
+        now: float,
+        key: Key,
+        body: Obj,
+        pools: dict[str, PoolView],
+        pods: list[Obj],
+        busy: dict[str, list[Obj]],
     ) -> None:
         if provreq.is_true(body, provreq.FAILED) or provreq.is_true(body, provreq.CAPACITY_REVOKED):
             return
@@ -98,7 +110,6 @@ class QueuedCapacity:
         if booking.max_run is not None and now - booking.provisioned_at >= booking.max_run:
             pool = pools.get(booking.pool)
             if pool is not None:
-                busy = busy_nodes(pods)
                 for node in [n for n in pool.nodes if name_of(n) in booking.nodes]:
                     self.fleet.remove(
                         pool, node, busy, "The ProvisioningRequest's max run duration was reached."
