@@ -2,37 +2,34 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 
-def test_dev_runs_the_default_sample_to_completion(tmp_path: Path) -> None:
-    began = time.monotonic()
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dws_operator",
-            "dev",
-            "--exit-when-done",
-            "--kubeconfig",
-            str(tmp_path / "kubeconfig"),
-        ],
+def run_dev(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`dws-operator dev --exit-when-done` with its kubeconfig in `tmp_path`."""
+    command = [sys.executable, "-m", "dws_operator", "dev", "--exit-when-done", *args]
+    return subprocess.run(
+        [*command, "--kubeconfig", str(tmp_path / "kubeconfig")],
         capture_output=True,
         text=True,
         timeout=180,
         check=False,
     )
+
+
+def test_dev_runs_the_default_sample_to_completion(tmp_path: Path) -> None:
+    began = time.monotonic()
+    result = run_dev(tmp_path)
     elapsed = time.monotonic() - began
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     # The emulator creates a slice's Nodes one API call at a time, so the 0.25 s poll may
     # report them in steps ("1 node(s) appeared: 1/4 now", ...); the end states are what count.
-    assert re.search(r"node\(s\) appeared: 4/4 now", out), out
-    assert re.search(r"node\(s\) removed: 0/4 now", out), out
+    assert "node(s) appeared: 4/4 now" in out, out
+    assert "node(s) removed: 0/4 now" in out, out
     for words in (
         "Provisioning",
         "WaitingForCapacity",
@@ -67,26 +64,10 @@ def test_dev_routes_queued_provisioning_through_kueue(tmp_path: Path) -> None:
         "    metadata: {annotations: {dws-operator.dev/sim-duration: 10s}}\n"
         "    spec: {containers: [{name: train, image: example/train:1}]}\n"
     )
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dws_operator",
-            "dev",
-            "--exit-when-done",
-            "-f",
-            str(manifest),
-            "--kubeconfig",
-            str(tmp_path / "kubeconfig"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    result = run_dev(tmp_path, "-f", str(manifest))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Kueue admits the Jobs" in result.stdout, result.stdout
     out = result.stdout
-    assert re.search(r"node\(s\) appeared: 2/2 now", out), out
+    assert "node(s) appeared: 2/2 now" in out, out
     assert "Succeeded" in out, out
-    assert re.search(r"node\(s\) removed: 0/2 now", out), out
+    assert "node(s) removed: 0/2 now" in out, out
