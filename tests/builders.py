@@ -36,10 +36,14 @@ def manifest(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def tpu(version: str, topology: str, machine_type: str | None = None) -> dict[str, Any]:
+def tpu(
+    version: str, topology: str, machine_type: str | None = None, *, slices: int | None = None
+) -> dict[str, Any]:
     body: dict[str, Any] = {"version": version, "topology": topology}
     if machine_type:
         body["machineType"] = machine_type
+    if slices is not None:
+        body["slices"] = slices
     return {"tpu": body}
 
 

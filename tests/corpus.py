@@ -10,22 +10,62 @@ from tests.builders import gpu, tpu
 #: (case, make_spec kwargs, field the error must name, words the Python message contains)
 INVALID: list[tuple[str, dict[str, Any], str, str]] = [
     (
-        "tpu-queued",
-        {"accelerator": tpu("v6e", "4x4"), "mode": "QueuedProvisioning"},
+        "tpu-v4-queued",
+        {"accelerator": tpu("v4", "2x2x2"), "mode": "QueuedProvisioning"},
         "spec.provisioning.mode",
-        "not available for TPUs",
+        "QueuedProvisioning is not available for TPU v4",
     ),
     (
-        "tpu-v5p-queued",
-        {"accelerator": tpu("v5p", "2x2x1"), "mode": "QueuedProvisioning"},
+        "gb200-queued",
+        {"accelerator": gpu("nvidia-gb200", nodes=2), "mode": "QueuedProvisioning"},
         "spec.provisioning.mode",
-        "not available for TPUs",
+        "QueuedProvisioning is not available for nvidia-gb200",
+    ),
+    (
+        "slices-on-single-host-2x2",
+        {"accelerator": tpu("v6e", "2x2", slices=2), "mode": "FlexStart"},
+        "spec.accelerator.tpu.slices",
+        "need a multi-host slice",
+    ),
+    (
+        "slices-on-single-host-2x4-8t",
+        {"accelerator": tpu("v5e", "2x4", "ct5lp-hightpu-8t", slices=4), "mode": "Spot"},
+        "spec.accelerator.tpu.slices",
+        "need a multi-host slice",
+    ),
+    (
+        "slices-on-single-host-1x1x1",
+        {"accelerator": tpu("tpu7x", "1x1x1", slices=2), "mode": "Spot"},
+        "spec.accelerator.tpu.slices",
+        "need a multi-host slice",
+    ),
+    (
+        "slices-existing-pool",
+        {
+            "accelerator": tpu("v5p", "2x2x2", slices=2),
+            "mode": "Spot",
+            "nodePool": {"name": "shared", "existing": True},
+        },
+        "spec.nodePool.existing",
+        "not available with several slices",
+    ),
+    (
+        "slices-pool-name-too-long",
+        {"accelerator": tpu("v5p", "2x2x2", slices=2), "nodePool": {"name": "p" * 37}},
+        "spec.nodePool.name",
+        "with several slices",
+    ),
+    (
+        "slices-queued",
+        {"accelerator": tpu("v6e", "4x4", slices=2), "mode": "QueuedProvisioning"},
+        "spec.accelerator.tpu.slices",
+        "not available with QueuedProvisioning",
     ),
     (
         "tpu-v4-flex",
         {"accelerator": tpu("v4", "2x2x2"), "mode": "FlexStart"},
         "spec.provisioning.mode",
-        "FlexStart is not available for TPU v4",
+        "FlexStart is not available for TPU v4: flex-start VMs do not serve it",
     ),
     (
         "gb200-flex",

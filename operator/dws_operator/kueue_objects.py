@@ -98,7 +98,8 @@ class ProvisioningCheck:
     name: str = "dws-prov"
     config_name: str = "dws-config"
     provisioning_class: str = QUEUED_PROVISIONING_CLASS
-    managed_resources: tuple[str, ...] = (GPU_RESOURCE,)
+    #: GPUs and TPU slices alike: GKE serves both through queued provisioning.
+    managed_resources: tuple[str, ...] = (GPU_RESOURCE, TPU_RESOURCE)
     parameters: Mapping[str, str] = field(default_factory=dict)
     retry: RetryStrategy = field(default_factory=RetryStrategy)
     #: Flavors the check applies to; empty means all flavors of the ClusterQueue.

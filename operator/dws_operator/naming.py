@@ -7,17 +7,31 @@ import re
 
 MAX_NODE_POOL_NAME = 40
 _UID_DIGITS = 10
+#: Room a multi-slice request keeps for its slice suffixes (`-s0` .. `-s63`).
+SLICE_SUFFIX_ROOM = len("-s63")
+#: The longest pool name a multi-slice request may give (its slices add the suffix).
+MAX_SLICED_POOL_NAME = MAX_NODE_POOL_NAME - SLICE_SUFFIX_ROOM
 
 
-def default_node_pool_name(request_name: str, uid: str) -> str:
+def default_node_pool_name(request_name: str, uid: str, slices: int = 1) -> str:
     """`dws-<name prefix>-<uid digest>`: readable in the console, unique per object.
 
     The same (name, uid) always gives the same pool, so an operator restarted after
     creating a pool finds it again instead of creating a second one. GKE wants
-    lowercase letters, digits and hyphens, a leading letter and at most 40 characters.
+    lowercase letters, digits and hyphens, a leading letter and at most 40 characters;
+    a multi-slice request's name is shorter so that every slice's suffix fits.
     """
     digest = hashlib.sha256(uid.encode()).hexdigest()[:_UID_DIGITS]
-    room = MAX_NODE_POOL_NAME - len("dws-") - 1 - _UID_DIGITS
+    limit = MAX_NODE_POOL_NAME if slices == 1 else MAX_SLICED_POOL_NAME
+    room = limit - len("dws-") - 1 - _UID_DIGITS
     stem = re.sub(r"[^a-z0-9-]+", "-", request_name.lower())[:room].strip("-")
     stem = re.sub(r"-{2,}", "-", stem)
     return f"dws-{stem}-{digest}" if stem else f"dws-{digest}"
+
+
+def slice_pool_names(base: str, slices: int) -> tuple[str, ...]:
+    """One pool per slice: a single slice keeps `base` itself (so pools created before
+    multi-slice existed are still found); slice i of several is `<base>-s<i>`."""
+    if slices == 1:
+        return (base,)
+    return tuple(f"{base}-s{index}" for index in range(slices))

@@ -37,6 +37,7 @@ from dws_operator.catalog import (
 from dws_operator.catalog.modes import RESERVATION_NAME_KEY
 from dws_operator.durations import parse_duration
 from dws_operator.errors import InvalidSpec
+from dws_operator.naming import slice_pool_names
 from dws_operator.validation import spec_errors
 
 
@@ -101,6 +102,8 @@ class NodePoolSettings(PlanModel):
 
 
 class SlicePlan(PlanModel):
+    """One slice (`nodes` VMs), `slices` times over: each slice has its own pool."""
+
     kind: Literal["tpu", "gpu"]
     accelerator: str
     accelerator_label: str
@@ -117,6 +120,17 @@ class SlicePlan(PlanModel):
     max_restarts: int
     max_wait_seconds: int = Field(description="0 waits for capacity forever.")
     max_run_seconds: int
+    slices: int = 1
+    #: The node pool of each slice (empty while the pool name is not known).
+    pool_names: tuple[str, ...] = ()
+
+    @property
+    def total_nodes(self) -> int:
+        return self.nodes * self.slices
+
+    @property
+    def multi_slice(self) -> bool:
+        return self.slices > 1
 
     @property
     def shape(self) -> str:
@@ -129,6 +143,8 @@ class SlicePlan(PlanModel):
             shape=self.shape,
             machine_type=self.machine_type,
             nodes=self.nodes,
+            slices=self.slices,
+            total_nodes=self.total_nodes,
             chips_per_node=self.chips_per_node,
             total_chips=self.total_chips,
             single_host=self.single_host,
@@ -150,6 +166,7 @@ class _Shape:
     taint: Toleration
     topology: str | None = None
     gpu_type: str | None = None
+    slices: int = 1
 
 
 def _shape(spec: TrainingRequestSpec) -> _Shape:
@@ -170,6 +187,7 @@ def _shape(spec: TrainingRequestSpec) -> _Shape:
             resource_name=TPU_RESOURCE,
             taint=Toleration(TPU_TAINT_KEY, TPU_TAINT_VALUE),
             topology=tpu.topology,
+            slices=tpu.slices,
         )
     assert gpu is not None  # AcceleratorSpec guarantees exactly one
     accelerator = GPU_ACCELERATORS[gpu.type]
@@ -234,7 +252,9 @@ def _node_pool(
 
 
 def plan_slice(spec: TrainingRequestSpec, pool_name: str | None = None) -> SlicePlan:
-    """Resolve the slice for `spec`; `pool_name` adds the node pool selector when known."""
+    """Resolve the slice for `spec`; `pool_name` (the base name of the request's pools)
+    names every slice's pool and, for a single slice, adds the node pool selector (the
+    pods of a multi-slice request select their own slice's pool, see `workload`)."""
     errors = spec_errors(spec)
     if errors:
         raise InvalidSpec(errors)
@@ -244,7 +264,8 @@ def plan_slice(spec: TrainingRequestSpec, pool_name: str | None = None) -> Slice
     if shape.topology is not None:
         selector[TPU_TOPOLOGY_LABEL_KEY] = shape.topology
     selector.update(mode.node_selector)
-    if pool_name is not None:
+    pools = slice_pool_names(pool_name, shape.slices) if pool_name is not None else ()
+    if pool_name is not None and shape.slices == 1:
         selector[NODE_POOL_LABEL_KEY] = pool_name
     tolerations = (shape.taint, *mode.tolerations)
     return SlicePlan(
@@ -266,4 +287,6 @@ def plan_slice(spec: TrainingRequestSpec, pool_name: str | None = None) -> Slice
         ),
         max_wait_seconds=int(parse_duration(spec.provisioning.max_wait_duration).total_seconds()),
         max_run_seconds=int(parse_duration(spec.provisioning.max_run_duration).total_seconds()),
+        slices=shape.slices,
+        pool_names=pools,
     )

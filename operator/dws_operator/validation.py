@@ -13,24 +13,28 @@ from dws_operator.api import CleanupPolicy, GpuSpec, TpuSpec, TrainingRequestSpe
 from dws_operator.catalog import (
     GPU_ACCELERATORS,
     MAX_RUN_DURATION_SECONDS,
+    MODE_SETTINGS,
     TPU_GENERATIONS,
     ProvisioningMode,
-    TpuVersion,
+    default_machine_type,
     topology_chips,
 )
 from dws_operator.durations import parse_duration
 from dws_operator.errors import SpecError
+from dws_operator.naming import MAX_SLICED_POOL_NAME
 
 TPU_PATH = "spec.accelerator.tpu"
 GPU_PATH = "spec.accelerator.gpu"
 PROVISIONING_PATH = "spec.provisioning"
 NODE_POOL_PATH = "spec.nodePool"
 
-#: Generations GKE does not serve with flex-start (facts sheet: TPU v3 and v4).
-FLEX_START_UNSUPPORTED_TPUS = (TpuVersion.V4,)
-#: Modes that cannot run TPUs. GKE: "Flex start node pools don't support TPUs with queued
-#: provisioning".
-TPU_UNSUPPORTED_MODES = (ProvisioningMode.QUEUED_PROVISIONING,)
+#: Modes whose VMs are flex-start VMs (the two DWS modes): they serve only the
+#: accelerators flex-start serves (the catalog's `flex_start` rows).
+FLEX_START_MODES = tuple(m for m, settings in MODE_SETTINGS.items() if settings.flex_start)
+#: TPU generations flex-start does not serve (TPU v3 and v4).
+FLEX_START_UNSUPPORTED_TPUS = tuple(v for v, g in TPU_GENERATIONS.items() if not g.flex_start)
+#: GPUs flex-start does not serve (A4X: GB200).
+FLEX_START_UNSUPPORTED_GPUS = tuple(t for t, a in GPU_ACCELERATORS.items() if not a.flex_start)
 
 
 def tpu_errors(tpu: TpuSpec) -> list[SpecError]:
@@ -71,6 +75,37 @@ def tpu_errors(tpu: TpuSpec) -> list[SpecError]:
     return []
 
 
+def slice_errors(spec: TrainingRequestSpec) -> list[SpecError]:
+    """Multislice: several identical multi-host slices (checked once the slice is valid)."""
+    tpu = spec.accelerator.tpu
+    if tpu is None or tpu.slices == 1:
+        return []
+    field = f"{TPU_PATH}.slices"
+    generation = TPU_GENERATIONS[tpu.version]
+    machine = generation.machine_type(
+        tpu.machine_type or default_machine_type(generation, tpu.topology)
+    )
+    if machine is not None and topology_chips(tpu.topology) == machine.chips:
+        return [
+            SpecError(
+                field,
+                f"{tpu.slices} slices need a multi-host slice; topology {tpu.topology} on "
+                f"{machine.name} is a single VM",
+                ("1",),
+            )
+        ]
+    if spec.provisioning.mode == ProvisioningMode.QUEUED_PROVISIONING:
+        return [
+            SpecError(
+                field,
+                f"{tpu.slices} slices are not available with QueuedProvisioning: GKE provisions "
+                "one slice per ProvisioningRequest; use FlexStart, Spot, OnDemand or Reservation",
+                ("1",),
+            )
+        ]
+    return []
+
+
 def gpu_errors(gpu: GpuSpec) -> list[SpecError]:
     accelerator = GPU_ACCELERATORS[gpu.type]
     if gpu.machine_type is not None:
@@ -104,29 +139,23 @@ def gpu_errors(gpu: GpuSpec) -> list[SpecError]:
 
 def mode_errors(spec: TrainingRequestSpec) -> list[SpecError]:
     mode = spec.provisioning.mode
-    field = f"{PROVISIONING_PATH}.mode"
+    if mode not in FLEX_START_MODES:
+        return []
     tpu, gpu = spec.accelerator.tpu, spec.accelerator.gpu
-    allowed = [m.value for m in ProvisioningMode]
-    if tpu is not None and mode in TPU_UNSUPPORTED_MODES:
-        modes = [m for m in allowed if m not in TPU_UNSUPPORTED_MODES]
-        return [SpecError(field, f"{mode} is not available for TPUs", modes)]
-    if (
-        tpu is not None
-        and mode == ProvisioningMode.FLEX_START
-        and (tpu.version in FLEX_START_UNSUPPORTED_TPUS)
-    ):
-        modes = [
-            m for m in allowed if m not in (*TPU_UNSUPPORTED_MODES, ProvisioningMode.FLEX_START)
-        ]
-        return [SpecError(field, f"FlexStart is not available for TPU {tpu.version}", modes)]
-    if (
-        gpu is not None
-        and mode == ProvisioningMode.FLEX_START
-        and (not GPU_ACCELERATORS[gpu.type].flex_start)
-    ):
-        modes = [m for m in allowed if m != ProvisioningMode.FLEX_START]
-        return [SpecError(field, f"FlexStart is not available for {gpu.type}", modes)]
-    return []
+    if tpu is not None and tpu.version in FLEX_START_UNSUPPORTED_TPUS:
+        accelerator = f"TPU {tpu.version}"
+    elif gpu is not None and gpu.type in FLEX_START_UNSUPPORTED_GPUS:
+        accelerator = str(gpu.type)
+    else:
+        return []
+    others = [m.value for m in ProvisioningMode if m not in FLEX_START_MODES]
+    return [
+        SpecError(
+            f"{PROVISIONING_PATH}.mode",
+            f"{mode} is not available for {accelerator}: flex-start VMs do not serve it",
+            others,
+        )
+    ]
 
 
 def provisioning_errors(spec: TrainingRequestSpec) -> list[SpecError]:
@@ -170,6 +199,23 @@ def node_pool_errors(spec: TrainingRequestSpec) -> list[SpecError]:
                 (CleanupPolicy.SCALE_TO_ZERO.value, CleanupPolicy.KEEP.value),
             )
         )
+    tpu = spec.accelerator.tpu
+    if tpu is not None and tpu.slices > 1:
+        if pool.existing:
+            found.append(
+                SpecError(
+                    f"{NODE_POOL_PATH}.existing",
+                    "not available with several slices: each slice gets a node pool of its own",
+                )
+            )
+        elif pool.name is not None and len(pool.name) > MAX_SLICED_POOL_NAME:
+            found.append(
+                SpecError(
+                    f"{NODE_POOL_PATH}.name",
+                    f"at most {MAX_SLICED_POOL_NAME} characters with several slices (each "
+                    "slice's pool adds -s<index>)",
+                )
+            )
     return found
 
 
@@ -177,7 +223,8 @@ def spec_errors(spec: TrainingRequestSpec) -> list[SpecError]:
     """Every rule the spec breaks, in field order; empty when GKE would accept it."""
     found: list[SpecError] = []
     if spec.accelerator.tpu is not None:
-        found += tpu_errors(spec.accelerator.tpu)
+        tpu_found = tpu_errors(spec.accelerator.tpu)
+        found += tpu_found or slice_errors(spec)
     if spec.accelerator.gpu is not None:
         found += gpu_errors(spec.accelerator.gpu)
     found += mode_errors(spec)

@@ -23,7 +23,11 @@ REQUEST_LABEL = "dws-operator.dev/training-request"
 ATTEMPT_LABEL = "dws-operator.dev/attempt"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "dws-operator"}
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+#: Kueue copies `provreq.kueue.x-k8s.io/<param>` annotations of the Job into the
+#: ProvisioningRequest's parameters: GKE reads the run-time cap and, for a TPU slice,
+#: the topology it must provision whole.
 MAX_RUN_ANNOTATION = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"
+TPU_TOPOLOGY_ANNOTATION = "provreq.kueue.x-k8s.io/tpu-topology"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 DISRUPTION_CONDITION = "DisruptionTarget"
 ATTEMPT_ENV = "DWS_ATTEMPT"
@@ -61,10 +65,12 @@ def service_name(request: str) -> str:
 
 
 def needs_service(plan: SlicePlan) -> bool:
-    return plan.nodes > 1
+    """A multi-host slice needs our headless Service; a JobSet (several slices) makes
+    its own."""
+    return plan.nodes > 1 and not plan.multi_slice
 
 
-def _labels(ref: RequestRef, extra: Mapping[str, str] = {}) -> dict[str, str]:
+def labels_for(ref: RequestRef, extra: Mapping[str, str] = {}) -> dict[str, str]:
     return {**MANAGED_BY, REQUEST_LABEL: ref.name, **extra}
 
 
@@ -76,7 +82,7 @@ def render_service(ref: RequestRef) -> Manifest:
         "metadata": {
             "name": service_name(ref.name),
             "namespace": ref.namespace,
-            "labels": _labels(ref),
+            "labels": labels_for(ref),
             "ownerReferences": [ref.owner_reference()],
         },
         "spec": {
@@ -96,7 +102,8 @@ def _merge_tolerations(own: list[Manifest], required: list[Manifest]) -> list[Ma
     return merged
 
 
-def _worker_env(plan: SlicePlan, job: str, service: str) -> list[Manifest]:
+def worker_env(plan: SlicePlan, job: str, service: str) -> list[Manifest]:
+    """TPU_WORKER_ID (the pod's completion index) and every worker's hostname, in order."""
     hostnames = ",".join(f"{job}-{i}.{service}" for i in range(plan.nodes))
     index = {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"}}
     return [
@@ -134,6 +141,92 @@ def _training_container(container: Manifest, plan: SlicePlan, env: list[Manifest
     return container
 
 
+def attempt_env(spec: TrainingRequestSpec, attempt: int) -> list[Manifest]:
+    """Lets the training code tell a restart (resume from its checkpoint) from a first run."""
+    env = [{"name": ATTEMPT_ENV, "value": str(attempt)}]
+    if spec.checkpoint_dir is not None:
+        env.append({"name": CHECKPOINT_ENV, "value": spec.checkpoint_dir})
+    return env
+
+
+def pod_template(
+    ref: RequestRef,
+    spec: TrainingRequestSpec,
+    plan: SlicePlan,
+    env: list[Manifest],
+    *,
+    attempt: int,
+    subdomain: str | None,
+    node_selector: Mapping[str, str] = {},
+) -> Manifest:
+    """The user's template with the slice's chips, selectors, tolerations and `env`."""
+    template = spec.template.model_dump(by_alias=True, exclude_none=True, mode="json")
+    pod_meta = template.get("metadata") or {}
+    pod_spec: Manifest = copy.deepcopy(template["spec"])
+    multi_host = not plan.single_host
+    containers = pod_spec["containers"]
+    index = _accelerator_container(containers, plan.resource_name)
+    containers[index] = _training_container(containers[index], plan, env)
+    pod_spec["nodeSelector"] = {
+        **pod_spec.get("nodeSelector", {}),
+        **plan.node_selector,
+        **node_selector,
+    }
+    pod_spec["tolerations"] = _merge_tolerations(
+        pod_spec.get("tolerations", []),
+        [t.model_dump(by_alias=True) for t in plan.tolerations],
+    )
+    pod_spec["restartPolicy"] = "Never" if multi_host else "OnFailure"
+    if subdomain is not None:
+        pod_spec["subdomain"] = subdomain
+    labels = labels_for(ref, {ATTEMPT_LABEL: str(attempt)})
+    return {
+        "metadata": {
+            "labels": {**pod_meta.get("labels", {}), **labels},
+            "annotations": dict(pod_meta.get("annotations", {})),
+        },
+        "spec": pod_spec,
+    }
+
+
+def indexed_job_spec(plan: SlicePlan, template: Manifest) -> Manifest:
+    """One multi-host slice: an Indexed Job with one pod per node (seed 004)."""
+    return {
+        "template": template,
+        # The run-time cap; Kubernetes restarts this clock when a suspended Job resumes.
+        "activeDeadlineSeconds": plan.max_run_seconds,
+        "completionMode": "Indexed",
+        "completions": plan.nodes,
+        "parallelism": plan.nodes,
+        # One lost worker fails the slice; restarts are the operator's decision.
+        "backoffLimit": 0,
+        # Tags a failure caused by losing a node (spot preemption, node loss) so the
+        # operator can tell it from the training code failing.
+        "podFailurePolicy": {
+            "rules": [
+                {
+                    "action": "FailJob",
+                    "onPodConditions": [{"type": DISRUPTION_CONDITION, "status": "True"}],
+                }
+            ]
+        },
+    }
+
+
+def queue_metadata(
+    spec: TrainingRequestSpec, plan: SlicePlan, queue: str | None
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Labels and annotations that hand the workload to Kueue (none without a queue)."""
+    if queue is None:
+        return {}, {}
+    annotations: dict[str, str] = {}
+    if MODE_SETTINGS[spec.provisioning.mode].needs_provisioning_request:
+        annotations[MAX_RUN_ANNOTATION] = str(plan.max_run_seconds)
+        if plan.topology is not None:
+            annotations[TPU_TOPOLOGY_ANNOTATION] = plan.topology
+    return {QUEUE_LABEL: queue}, annotations
+
+
 def render_job(
     ref: RequestRef,
     spec: TrainingRequestSpec,
@@ -144,78 +237,38 @@ def render_job(
 ) -> Manifest:
     """The Job of one attempt. `queue` set means Kueue admits it (created suspended)."""
     name = job_name(ref.name, attempt)
-    template = spec.template.model_dump(by_alias=True, exclude_none=True, mode="json")
-    pod_meta = template.get("metadata") or {}
-    pod_spec: Manifest = copy.deepcopy(template["spec"])
     multi_host = not plan.single_host
-
     env = (
-        _worker_env(plan, name, service_name(ref.name)) if plan.kind == "tpu" and multi_host else []
+        worker_env(plan, name, service_name(ref.name)) if plan.kind == "tpu" and multi_host else []
     )
-    # Lets the training code tell a restart (resume from its checkpoint) from a first run.
-    env.append({"name": ATTEMPT_ENV, "value": str(attempt)})
-    if spec.checkpoint_dir is not None:
-        env.append({"name": CHECKPOINT_ENV, "value": spec.checkpoint_dir})
-    containers = pod_spec["containers"]
-    index = _accelerator_container(containers, plan.resource_name)
-    containers[index] = _training_container(containers[index], plan, env)
-    pod_spec["nodeSelector"] = {**pod_spec.get("nodeSelector", {}), **plan.node_selector}
-    pod_spec["tolerations"] = _merge_tolerations(
-        pod_spec.get("tolerations", []),
-        [t.model_dump(by_alias=True) for t in plan.tolerations],
+    env += attempt_env(spec, attempt)
+    template = pod_template(
+        ref,
+        spec,
+        plan,
+        env,
+        attempt=attempt,
+        subdomain=service_name(ref.name) if multi_host else None,
     )
-    pod_spec["restartPolicy"] = "Never" if multi_host else "OnFailure"
     if multi_host:
-        pod_spec["subdomain"] = service_name(ref.name)
-
-    labels = _labels(ref, {ATTEMPT_LABEL: str(attempt)})
-    job_labels = dict(labels)
-    annotations: dict[str, str] = {}
-    if queue is not None:
-        job_labels[QUEUE_LABEL] = queue
-        if MODE_SETTINGS[spec.provisioning.mode].needs_provisioning_request:
-            annotations[MAX_RUN_ANNOTATION] = str(plan.max_run_seconds)
-
-    job_spec: Manifest = {
-        "template": {
-            "metadata": {
-                "labels": {**pod_meta.get("labels", {}), **labels},
-                "annotations": dict(pod_meta.get("annotations", {})),
-            },
-            "spec": pod_spec,
-        },
-        # The run-time cap; Kubernetes restarts this clock when a suspended Job resumes.
-        "activeDeadlineSeconds": plan.max_run_seconds,
-    }
-    if multi_host:
-        job_spec |= {
-            "completionMode": "Indexed",
-            "completions": plan.nodes,
-            "parallelism": plan.nodes,
-            # One lost worker fails the slice; restarts are the operator's decision.
-            "backoffLimit": 0,
-            # Tags a failure caused by losing a node (spot preemption, node loss) so the
-            # operator can tell it from the training code failing.
-            "podFailurePolicy": {
-                "rules": [
-                    {
-                        "action": "FailJob",
-                        "onPodConditions": [{"type": DISRUPTION_CONDITION, "status": "True"}],
-                    }
-                ]
-            },
-        }
+        job_spec = indexed_job_spec(plan, template)
     else:
-        job_spec |= {"completions": 1, "parallelism": 1}
+        job_spec = {
+            "template": template,
+            "activeDeadlineSeconds": plan.max_run_seconds,
+            "completions": 1,
+            "parallelism": 1,
+        }
     if queue is not None:
         job_spec["suspend"] = True
+    queue_labels, annotations = queue_metadata(spec, plan, queue)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
             "name": name,
             "namespace": ref.namespace,
-            "labels": job_labels,
+            "labels": labels_for(ref, {ATTEMPT_LABEL: str(attempt), **queue_labels}),
             "annotations": annotations,
             "ownerReferences": [ref.owner_reference()],
         },

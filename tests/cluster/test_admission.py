@@ -187,6 +187,14 @@ MALFORMED: list[tuple[str, dict[str, Any], str]] = [
         "spec.template.spec.containers[0].image",
     ),
     ("unknown-field", _with("accelerator.tpu.chips", 16), "spec.accelerator.tpu.chips"),
+    # Slices are TPU slices: a GPU request has no such field.
+    (
+        "slices-on-gpu",
+        _with("accelerator", {"gpu": {"type": "nvidia-l4", "nodes": 2, "slices": 2}}),
+        "spec.accelerator.gpu.slices",
+    ),
+    ("slices-zero", _with("accelerator.tpu.slices", 0), "spec.accelerator.tpu.slices"),
+    ("slices-too-many", _with("accelerator.tpu.slices", 65), "spec.accelerator.tpu.slices"),
 ]
 
 
@@ -239,6 +247,23 @@ VALID: list[tuple[str, dict[str, Any]]] = [
         (f"mode-{mode}", spec_body(gpu("nvidia-h100-80gb"), mode=mode))
         for mode in ("FlexStart", "QueuedProvisioning", "Spot", "OnDemand")
     ],
+    *[
+        (f"queued-tpu-{v}-{t}", spec_body(tpu(v, t), mode="QueuedProvisioning"))
+        for v, t in (("v5e", "2x4"), ("v5p", "2x2x2"), ("v6e", "4x4"), ("tpu7x", "2x2x2"))
+    ],
+    *[
+        (f"slices-{v}-{t}-{n}", spec_body(tpu(v, t, m, slices=n), mode=mode))
+        for v, t, m, n, mode in (
+            ("v5p", "2x2x2", None, 2, "FlexStart"),
+            ("v6e", "4x4", None, 64, "Spot"),
+            ("v5e", "2x4", "ct5lp-hightpu-4t", 3, "OnDemand"),
+            ("tpu7x", "4x4x4", None, 4, "FlexStart"),
+        )
+    ],
+    (
+        "slices-named-pool",
+        spec_body(tpu("v5p", "2x2x2", slices=2), nodePool={"name": "p" * 36}),
+    ),
     (
         "reservation",
         spec_body(
@@ -281,7 +306,11 @@ def test_valid_requests_are_accepted(
     TrainingRequestSpec.model_validate(spec)  # valid for the Python rules too
     assert spec_errors(TrainingRequestSpec.model_validate(spec)) == []
     created = create(api, namespace, manifest(_name(), spec))
-    assert created["spec"]["accelerator"] == spec["accelerator"]
+    # The server adds the one default of the accelerator: a TPU request is one slice.
+    expected = copy.deepcopy(spec["accelerator"])
+    if "tpu" in expected:
+        expected["tpu"].setdefault("slices", 1)
+    assert created["spec"]["accelerator"] == expected
 
 
 def test_defaults_are_applied(api: k8s.ApiClient, namespace: str) -> None:

@@ -77,9 +77,31 @@ def test_yaml_output(capsys: pytest.CaptureFixture[str]) -> None:
         (["--tpu", "v6e"], ["--topology", "required"]),
         (["--gpu", "nvidia-l4"], ["--nodes", "required"]),
         (
-            ["--tpu", "v6e", "--topology", "4x4", "--mode", "QueuedProvisioning"],
-            ["--mode", "allowed: FlexStart, Spot, OnDemand, Reservation"],
+            ["--tpu", "v4", "--topology", "2x2x2", "--mode", "QueuedProvisioning"],
+            ["--mode", "QueuedProvisioning is not available for TPU v4", "allowed: Spot"],
         ),
+        (
+            ["--tpu", "v6e", "--topology", "2x2", "--slices", "2"],
+            ["--slices", "spec.accelerator.tpu.slices", "single VM"],
+        ),
+        (
+            ["--gpu", "nvidia-l4", "--nodes", "2", "--slices", "2"],
+            ["--slices", "spec.accelerator.gpu.slices"],
+        ),
+        (
+            [
+                "--tpu",
+                "v5p",
+                "--topology",
+                "2x2x2",
+                "--slices",
+                "2",
+                "--mode",
+                "QueuedProvisioning",
+            ],
+            ["--slices", "not available with QueuedProvisioning"],
+        ),
+        (["--tpu", "v5p", "--topology", "2x2x2", "--slices", "65"], ["--slices", "64"]),
         (["--tpu", "v4", "--topology", "2x2x1"], ["--mode", "TPU v4"]),
         (
             ["--tpu", "v6e", "--topology", "2x2", "--machine-type", "ct6e-standard-8t"],

@@ -124,9 +124,14 @@ def _find(rules: list[dict[str, str]], words: str) -> dict[str, str]:
     ("path", "words", "field_path"),
     [
         (("spec", "accelerator"), "exactly one of tpu or gpu", None),
-        (("spec",), "not available for TPUs", ".provisioning.mode"),
-        (("spec",), "FlexStart is not available for TPU v4", ".provisioning.mode"),
-        (("spec",), "FlexStart is available only for GPUs", ".provisioning.mode"),
+        (("spec",), "QueuedProvisioning are not available for TPU v4", ".provisioning.mode"),
+        (("spec",), "QueuedProvisioning are not available for nvidia-gb200", ".provisioning.mode"),
+        (
+            ("spec",),
+            "slices above 1 are not available with QueuedProvisioning",
+            ".accelerator.tpu.slices",
+        ),
+        (("spec", "accelerator", "tpu"), "slices above 1 need a multi-host slice", ".slices"),
         (
             ("spec", "provisioning"),
             "reservation is required when mode is Reservation",

@@ -1040,9 +1040,9 @@ def test_queued_provisioning_never_creates_a_job_kueue_will_not_admit() -> None:
 
 INVALID = [
     pytest.param(
-        spec_body(tpu("v6e", "4x4"), mode="QueuedProvisioning"),
+        spec_body(tpu("v4", "2x2x2"), mode="QueuedProvisioning"),
         "spec.provisioning.mode",
-        id="tpu-queued",
+        id="v4-queued",
     ),
     pytest.param(spec_body(tpu("v6e", "4x")), "spec.accelerator.tpu.topology", id="malformed"),
     pytest.param(spec_body(tpu("v6e", "3x3")), "spec.accelerator.tpu.topology", id="bad-topology"),

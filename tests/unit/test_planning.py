@@ -52,7 +52,62 @@ def test_queued_provisioning_gpu() -> None:
     # Queued nodes carry cloud.google.com/gke-queued=true:NoSchedule.
     assert ("cloud.google.com/gke-queued", "true") in [(t.key, t.value) for t in plan.tolerations]
     assert ("nvidia.com/gpu", "present") in [(t.key, t.value) for t in plan.tolerations]
-    assert plan.node_selector == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+    assert plan.node_selector == {
+        "cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
+        "cloud.google.com/gke-queued": "true",
+    }
+
+
+def test_queued_provisioning_tpu_slice() -> None:
+    """Flex-start with queued provisioning serves TPU slices: the whole slice or nothing."""
+    plan = plan_slice(make_spec(tpu("v6e", "4x4"), mode="QueuedProvisioning"), pool_name="q")
+    pool = plan.node_pool
+    assert (pool.flex_start, pool.queued_provisioning, pool.needs_provisioning_request) == (
+        True,
+        True,
+        True,
+    )
+    assert (pool.autoscaling.min_node_count, pool.autoscaling.max_node_count) == (0, 4)
+    assert pool.autoscaling.location_policy == "ANY"
+    assert pool.reservation_affinity is not None
+    assert pool.reservation_affinity.consume_reservation_type == "NO_RESERVATION"
+    assert pool.auto_repair is False
+    assert pool.placement_policy is not None
+    assert pool.placement_policy.tpu_topology == "4x4"
+    assert plan.node_selector == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+        "cloud.google.com/gke-tpu-topology": "4x4",
+        "cloud.google.com/gke-queued": "true",
+        "cloud.google.com/gke-nodepool": "q",
+    }
+    assert [(t.key, t.value, t.effect) for t in plan.tolerations] == [
+        ("google.com/tpu", "present", "NoSchedule"),
+        ("cloud.google.com/gke-queued", "true", "NoSchedule"),
+    ]
+
+
+@pytest.mark.parametrize("version", ["v5e", "v5p", "v6e", "tpu7x"])
+def test_queued_provisioning_serves_every_flex_start_tpu(version: str) -> None:
+    topology = {"v5e": "2x4", "v6e": "2x4"}.get(version, "2x2x2")
+    plan = plan_slice(make_spec(tpu(version, topology), mode="QueuedProvisioning"))
+    assert plan.node_pool.queued_provisioning
+
+
+def test_multi_slice_plan() -> None:
+    plan = plan_slice(make_spec(tpu("v5p", "2x2x2", slices=2)), pool_name="dws-x")
+    assert (plan.slices, plan.nodes, plan.total_nodes, plan.total_chips) == (2, 2, 4, 8)
+    assert plan.pool_names == ("dws-x-s0", "dws-x-s1")
+    # Each slice's pods select their own pool (the JobSet adds it per slice).
+    assert "cloud.google.com/gke-nodepool" not in plan.node_selector
+    assert plan.node_pool.autoscaling.max_node_count == 2
+    summary = plan.summary()
+    assert (summary.slices, summary.total_nodes) == (2, 4)
+
+
+def test_single_slice_keeps_its_pool_name() -> None:
+    plan = plan_slice(make_spec(tpu("v5p", "2x2x2")), pool_name="dws-x")
+    assert plan.pool_names == ("dws-x",)
+    assert plan.node_selector["cloud.google.com/gke-nodepool"] == "dws-x"
 
 
 def test_spot() -> None:

@@ -31,7 +31,7 @@ def test_invalid_combination(case: str, kwargs: dict[str, Any], field: str, word
 
 def test_all_errors_are_reported_not_only_the_first() -> None:
     spec = make_spec(
-        tpu("v6e", "4x4", "ct6e-standard-8t"),
+        tpu("v4", "2x2x2", "ct5p-hightpu-4t"),
         mode="QueuedProvisioning",
         provisioning={"maxRunDuration": "200h"},
     )
@@ -194,3 +194,24 @@ def test_enum_errors_list_allowed_values() -> None:
         {"accelerator": tpu("v9", "4x4"), "provisioning": FLEX, "template": TEMPLATE}
     )
     assert errors[0].allowed == ("v4", "v5e", "v5p", "v6e", "tpu7x")
+
+
+@pytest.mark.parametrize("slices", [0, 65])
+def test_slices_out_of_range(slices: int) -> None:
+    body = {
+        "accelerator": {"tpu": {"version": "v5p", "topology": "2x2x2", "slices": slices}},
+        "provisioning": FLEX,
+        "template": TEMPLATE,
+    }
+    errors = _structural_errors(body)
+    assert [e.field for e in errors] == ["spec.accelerator.tpu.slices"]
+
+
+def test_slices_with_an_existing_pool_are_refused() -> None:
+    spec = make_spec(tpu("v5p", "2x2x2", slices=2), nodePool={"name": "shared", "existing": True})
+    assert [e.field for e in spec_errors(spec)] == ["spec.nodePool.existing"]
+
+
+def test_slices_with_a_long_pool_name_are_refused() -> None:
+    spec = make_spec(tpu("v5p", "2x2x2", slices=2), nodePool={"name": "p" * 37})
+    assert [e.field for e in spec_errors(spec)] == ["spec.nodePool.name"]

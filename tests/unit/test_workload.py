@@ -668,6 +668,7 @@ def test_without_a_pool_name_no_node_pool_selector() -> None:
         (gpu("nvidia-h100-80gb", nodes=2), "QueuedProvisioning", None, False, None),
         (gpu("nvidia-h100-80gb", nodes=2), "QueuedProvisioning", "team-a", True, "5400"),
         (gpu("nvidia-l4"), "QueuedProvisioning", "gpu-queue", True, "5400"),
+        (tpu("v6e", "4x4"), "QueuedProvisioning", "tpu-queue", True, "5400"),
     ],
 )
 def test_kueue_label_suspend_and_provreq_annotation(
@@ -688,6 +689,12 @@ def test_kueue_label_suspend_and_provreq_annotation(
         assert "suspend" not in job["spec"]
     if annotation is None:
         assert MAX_RUN_ANNOTATION not in annotations
+    elif plan.kind == "tpu":
+        # GKE provisions the whole slice of this topology for the ProvisioningRequest.
+        assert annotations == {
+            MAX_RUN_ANNOTATION: annotation,
+            "provreq.kueue.x-k8s.io/tpu-topology": "4x4",
+        }
     else:
         assert annotations == {MAX_RUN_ANNOTATION: annotation}
         assert annotation == str(plan.max_run_seconds)

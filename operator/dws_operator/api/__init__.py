@@ -25,6 +25,7 @@ from dws_operator.api.status import (
     ObjectReference,
     Phase,
     PlanSummary,
+    SliceStatus,
     TrainingRequestStatus,
 )
 from dws_operator.api.template import ContainerTemplate, PodSpecTemplate, PodTemplate
@@ -51,6 +52,7 @@ __all__ = [
     "PodSpecTemplate",
     "PodTemplate",
     "ProvisioningSpec",
+    "SliceStatus",
     "TpuSpec",
     "TrainingRequestSpec",
     "TrainingRequestStatus",

@@ -19,6 +19,10 @@ RESERVATION_PATTERN = (
     r"^(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
 )
 MAX_GPU_NODES = 1000
+#: Slices of one multi-slice request. Each slice is its own node pool, and GKE's
+#: autoscaling slows down in clusters with more than 200 node pools: 64 slices (16,384
+#: chips of v5p at 4x4x4) keeps one request well inside that.
+MAX_SLICES = 64
 MAX_RESTARTS = 100
 
 #: What a pattern-checked field looks like, for error messages better than a regex.
@@ -57,6 +61,15 @@ class TpuSpec(ApiModel):
         description=(
             "TPU VM machine type, e.g. ct6e-standard-4t. Default: the 1t type for a single chip, "
             "otherwise the 4t type; 8t types only when named here."
+        ),
+    )
+    slices: int = Field(
+        1,
+        ge=1,
+        le=MAX_SLICES,
+        description=(
+            "Identical slices joined over the data-center network (Multislice): one node pool "
+            "per slice, run as one JobSet. Multi-host slices only; not with QueuedProvisioning."
         ),
     )
 
@@ -106,7 +119,8 @@ class ProvisioningSpec(ApiModel):
     mode: ProvisioningMode = Field(
         description=(
             "FlexStart (DWS flex-start: wait for capacity, up to 7 days of run time), "
-            "QueuedProvisioning (DWS through a ProvisioningRequest and Kueue; GPUs only), "
+            "QueuedProvisioning (DWS flex-start with queued provisioning: the whole slice or "
+            "nothing, through a ProvisioningRequest and Kueue), "
             "Spot (preemptible, restarted up to maxRestarts), OnDemand, or Reservation "
             "(a specific, e.g. calendar-mode, reservation)."
         )

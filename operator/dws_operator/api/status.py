@@ -45,9 +45,11 @@ class PlanSummary(ApiModel):
     accelerator_label: str = Field(description="Value of the node's accelerator label.")
     shape: str = Field(description="TPU topology, or GPUs in all for GPU requests.")
     machine_type: str = Field(description="Machine type of every node.")
-    nodes: int = Field(description="Nodes (VMs) in the slice.")
+    nodes: int = Field(description="Nodes (VMs) in one slice.")
+    slices: int = Field(1, description="Identical slices, each on its own node pool.")
+    total_nodes: int | None = Field(None, description="nodes x slices.")
     chips_per_node: int = Field(description="TPU chips or GPUs per node.")
-    total_chips: int = Field(description="nodes x chipsPerNode.")
+    total_chips: int = Field(description="Chips of one slice: nodes x chipsPerNode.")
     single_host: bool = Field(description="True when the slice is one VM.")
     resource_name: str = Field(description="Extended resource each pod requests.")
     node_selector: dict[str, str] = Field(description="Node labels the pods select.")
@@ -62,6 +64,14 @@ class NodePoolStatus(ApiModel):
     operation: str | None = Field(None, description="Last GKE operation on the pool.")
 
 
+class SliceStatus(ApiModel):
+    """One slice: its node pool and how many Nodes that pool has now."""
+
+    index: int = Field(ge=0, description="Slice index (MEGASCALE_SLICE_ID of its pods).")
+    node_pool: str = Field(description="GKE node pool of the slice.")
+    nodes: int = Field(ge=0, description="Kubernetes Nodes of the pool when last observed.")
+
+
 class ObjectReference(ApiModel):
     name: str = Field(description="Object name in the TrainingRequest's namespace.")
 
@@ -74,9 +84,16 @@ class TrainingRequestStatus(ApiModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     plan: PlanSummary | None = Field(None, description="The resolved slice.")
-    node_pool: NodePoolStatus | None = Field(None, description="The GKE node pool used.")
+    node_pool: NodePoolStatus | None = Field(
+        None, description="The GKE node pool used (the first slice's, for several slices)."
+    )
+    slices: list[SliceStatus] | None = Field(
+        None,
+        description="Every slice's node pool and its node count.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
     job: ObjectReference | None = Field(
-        None, description="The batch/v1 Job of the current attempt."
+        None, description="The batch/v1 Job (a JobSet for several slices) of the current attempt."
     )
     service: ObjectReference | None = Field(
         None, description="The headless Service giving multi-host pods stable hostnames."

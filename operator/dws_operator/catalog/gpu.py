@@ -37,7 +37,9 @@ class GpuAccelerator:
     #: Used when the user names neither a machine type nor a GPU count: the
     #: full 8-GPU host where one exists, the shape multi-node training uses.
     default_machine_type: str
-    #: Seed 000 lists the GPUs DWS flex-start serves: L4, A100, H100, H200, B200.
+    #: Flex-start VMs (and so both DWS modes, flex-start and flex-start with queued
+    #: provisioning) serve every accelerator-optimized machine type except A4X (GB200)
+    #: and G4 (Compute Engine's flex-start page; seed 000's shorter list is Vertex AI's).
     flex_start: bool
 
     def machine_type(self, name: str) -> GpuMachineType | None:

@@ -12,6 +12,7 @@ from enum import StrEnum
 FLEX_START_LABEL_KEY = "cloud.google.com/gke-flex-start"
 SPOT_LABEL_KEY = "cloud.google.com/gke-spot"
 NODE_POOL_LABEL_KEY = "cloud.google.com/gke-nodepool"
+#: Queued-provisioning nodes carry this label ("true") and a NoSchedule taint of it.
 QUEUED_TAINT_KEY = "cloud.google.com/gke-queued"
 RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
 
@@ -86,6 +87,7 @@ MODE_SETTINGS: dict[ProvisioningMode, ModeSettings] = {
             location_policy="ANY",
             auto_repair=False,
             needs_provisioning_request=True,
+            node_selector={QUEUED_TAINT_KEY: "true"},
             tolerations=(Toleration(QUEUED_TAINT_KEY, "true"),),
         ),
         ModeSettings(

@@ -78,6 +78,9 @@ class TpuGeneration:
     topologies: dict[str, tuple[str, ...]]
     dimensions: int
     cube_rule: CubeRule | None = None
+    #: Flex-start (and so flex-start with queued provisioning) serves this generation.
+    #: GKE: TPU v3 and v4 are not supported with flex-start.
+    flex_start: bool = True
 
     def machine_type(self, name: str) -> TpuMachineType | None:
         return next((m for m in self.machine_types if m.name == name), None)
@@ -146,6 +149,7 @@ TPU_GENERATIONS: dict[TpuVersion, TpuGeneration] = {
                 sorted_sides=False,
                 machine_type="ct4p-hightpu-4t",
             ),
+            flex_start=False,
         ),
         TpuGeneration(
             version=TpuVersion.V5E,

@@ -24,6 +24,8 @@ FLAGS = {
     "spec.accelerator.tpu.version": "--tpu",
     "spec.accelerator.tpu.topology": "--topology",
     "spec.accelerator.tpu.machineType": "--machine-type",
+    "spec.accelerator.tpu.slices": "--slices",
+    "spec.accelerator.gpu.slices": "--slices",
     "spec.accelerator.gpu.type": "--gpu",
     "spec.accelerator.gpu.nodes": "--nodes",
     "spec.accelerator.gpu.machineType": "--machine-type",
@@ -58,6 +60,9 @@ def register(commands: Any) -> None:
     parser.add_argument("--count", type=int, help="GPUs per VM")
     parser.add_argument("--machine-type", help="machine type (default: derived)")
     parser.add_argument(
+        "--slices", type=int, help="identical multi-host TPU slices (Multislice, default 1)"
+    )
+    parser.add_argument(
         "--mode",
         default=ProvisioningMode.FLEX_START.value,
         help=f"provisioning mode: {_choices(ProvisioningMode)} (default FlexStart)",
@@ -83,11 +88,21 @@ def _spec_from_flags(args: argparse.Namespace) -> dict[str, Any]:
         if args.topology is None:
             raise SpecError(FLAGS["spec.accelerator.tpu.topology"], "required with --tpu")
         accelerator = {
-            "tpu": _present(version=args.tpu, topology=args.topology, machineType=args.machine_type)
+            "tpu": _present(
+                version=args.tpu,
+                topology=args.topology,
+                machineType=args.machine_type,
+                slices=args.slices,
+            )
         }
     else:
         if args.nodes is None:
             raise SpecError(FLAGS["spec.accelerator.gpu.nodes"], "required with --gpu")
+        if args.slices is not None:
+            raise SpecError(
+                f"{FLAGS['spec.accelerator.gpu.slices']} (spec.accelerator.gpu.slices)",
+                "slices are TPU slices; a GPU request sets --nodes",
+            )
         accelerator = {
             "gpu": _present(
                 type=args.gpu, nodes=args.nodes, machineType=args.machine_type, count=args.count
@@ -126,7 +141,9 @@ def _load_manifest(path: Path) -> tuple[dict[str, Any], str | None]:
     name, uid = metadata.get("name"), metadata.get("uid")
     pool = (document["spec"].get("nodePool") or {}).get("name")
     if pool is None and name and uid:
-        pool = default_node_pool_name(name, uid)
+        tpu = (document["spec"].get("accelerator") or {}).get("tpu") or {}
+        slices = tpu.get("slices", 1) if isinstance(tpu, dict) else 1
+        pool = default_node_pool_name(name, uid, slices if isinstance(slices, int) else 1)
     return document["spec"], pool
 
 
@@ -176,14 +193,13 @@ def render_table(plan: SlicePlan) -> str:
     ]
     if plan.topology:
         rows.append(("Topology", [plan.topology]))
+    if plan.multi_slice:
+        rows.append(("Slices", [f"{plan.slices} (one node pool each, run as one JobSet)"]))
     hosts = "single-host" if plan.single_host else "multi-host"
     unit = "chips" if plan.kind == "tpu" else "GPUs"
     rows += [
         ("Machine type", [plan.machine_type]),
-        (
-            "Nodes",
-            [f"{plan.nodes} x {plan.chips_per_node} {unit} = {plan.total_chips} {unit} ({hosts})"],
-        ),
+        ("Nodes", _node_lines(plan, unit, hosts)),
         ("Pod resources", [f"{plan.resource_name}: {plan.chips_per_node} (one pod per node)"]),
         ("Node selector", [f"{k}={v}" for k, v in plan.node_selector.items()]),
         ("Tolerations", [f"{t.key}={t.value}:{t.effect}" for t in plan.tolerations]),
@@ -201,6 +217,16 @@ def render_table(plan: SlicePlan) -> str:
     return "\n".join(lines)
 
 
+def _node_lines(plan: SlicePlan, unit: str, hosts: str) -> list[str]:
+    one = f"{plan.nodes} x {plan.chips_per_node} {unit} = {plan.total_chips} {unit} ({hosts})"
+    if not plan.multi_slice:
+        return [one]
+    return [
+        f"{one} per slice",
+        f"{plan.total_nodes} nodes and {plan.total_chips * plan.slices} {unit} in all",
+    ]
+
+
 def _pool_lines(plan: SlicePlan) -> list[str]:
     pool = plan.node_pool
     flags = [
@@ -214,8 +240,16 @@ def _pool_lines(plan: SlicePlan) -> list[str]:
     ] or ["standard VMs"]
     scaling = pool.autoscaling
     policy = f", location policy {scaling.location_policy}" if scaling.location_policy else ""
+    if plan.multi_slice and plan.pool_names:
+        name = f"names {', '.join(plan.pool_names)}"
+    elif pool.name:
+        name = f"name {pool.name}"
+    else:
+        name = "name derived from the TrainingRequest" + (
+            f", one per slice (-s0..-s{plan.slices - 1})" if plan.multi_slice else ""
+        )
     lines = [
-        f"name {pool.name}" if pool.name else "name derived from the TrainingRequest",
+        name,
         ", ".join(flags),
         f"autoscaling {scaling.min_node_count}..{scaling.max_node_count} nodes{policy}, "
         f"starts with {pool.initial_node_count}",

@@ -19,7 +19,13 @@ from kubernetes.aio.client.exceptions import ApiException
 
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.controller.config import KueueMode, OperatorConfig
-from dws_operator.controller.kube import KubeApi, connect
+from dws_operator.controller.kube import (
+    JOBSET_GROUP,
+    JOBSET_PLURAL,
+    JOBSET_VERSION,
+    KubeApi,
+    connect,
+)
 from dws_operator.controller.reconciler import Reconciler
 from dws_operator.gke import GkeError, NodePoolClient
 from dws_operator.gke import connect as connect_gke
@@ -219,6 +225,21 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
     ) -> None:
         # Async, so the flag is raised on the daemons' own loop (sync handlers run in threads).
         # The initial listing (type None) changes nothing the daemon has not read itself.
+        if namespace is not None and type is not None:
+            wakeups.wake(namespace, labels[REQUEST_LABEL])
+
+    # A JobSet's own conditions (Completed, Failed) come after its Jobs' last events.
+    # kopf watches the resource only where the JobSet CRD is installed.
+    @kopf.on.event(
+        JOBSET_GROUP,
+        JOBSET_VERSION,
+        JOBSET_PLURAL,
+        labels={REQUEST_LABEL: kopf.PRESENT},
+        registry=registry,
+    )
+    async def jobset_changed(
+        namespace: str | None, labels: Mapping[str, str], type: str | None, **_: Any
+    ) -> None:
         if namespace is not None and type is not None:
             wakeups.wake(namespace, labels[REQUEST_LABEL])
 

@@ -10,9 +10,13 @@ from kubernetes.aio import config as k8s_config
 from kubernetes.aio.client.exceptions import ApiException
 
 from dws_operator.api import GROUP, PLURAL, VERSION
+from dws_operator.catalog import NODE_POOL_LABEL_KEY
+from dws_operator.multislice import JOBSET_API_VERSION, JOBSET_NAME_LABEL
 from dws_operator.workload import REQUEST_LABEL
 
 FIELD_MANAGER = "dws-operator"
+JOBSET_GROUP, JOBSET_VERSION = JOBSET_API_VERSION.split("/")
+JOBSET_PLURAL = "jobsets"
 
 
 async def connect(kubeconfig: str | None = None) -> k8s.ApiClient:
@@ -97,6 +101,84 @@ class KubeApi:
             raise
         owners = (service.metadata.owner_references if service.metadata else None) or []
         return [o.uid for o in owners]
+
+    async def jobset(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            body: Any = await self.objects.get_namespaced_custom_object(
+                JOBSET_GROUP, JOBSET_VERSION, namespace, JOBSET_PLURAL, name
+            )
+        except ApiException as error:
+            if _missing(error):
+                return None
+            raise
+        return dict(body)
+
+    async def jobset_names(self, namespace: str, request: str, uid: str) -> list[str]:
+        """The JobSets of the request `request` (owned by `uid`), every attempt."""
+        listed: Any = await self.objects.list_namespaced_custom_object(
+            JOBSET_GROUP,
+            JOBSET_VERSION,
+            namespace,
+            JOBSET_PLURAL,
+            label_selector=f"{REQUEST_LABEL}={request}",
+        )
+        return [
+            item["metadata"]["name"]
+            for item in listed.get("items", [])
+            if any(o.get("uid") == uid for o in item["metadata"].get("ownerReferences") or [])
+        ]
+
+    async def jobset_children(self, namespace: str, jobset: str) -> list[k8s.V1Job]:
+        """The Jobs the JobSet controller made for `jobset`."""
+        listed = await self.batch.list_namespaced_job(
+            namespace, label_selector=f"{JOBSET_NAME_LABEL}={jobset}"
+        )
+        return list(listed.items)
+
+    async def create_jobset(self, manifest: dict[str, Any]) -> None:
+        """Create; an existing JobSet of that name is left for the next observation to judge."""
+        try:
+            await self.objects.create_namespaced_custom_object(
+                JOBSET_GROUP,
+                JOBSET_VERSION,
+                manifest["metadata"]["namespace"],
+                JOBSET_PLURAL,
+                manifest,
+                field_manager=FIELD_MANAGER,
+            )
+        except ApiException as error:
+            if error.status != 409:
+                raise
+
+    async def delete_jobset(self, namespace: str, name: str) -> None:
+        try:
+            # Foreground would keep the JobSet until its Jobs are gone; background lets
+            # the next attempt start while garbage collection removes the old Jobs.
+            await self.objects.delete_namespaced_custom_object(
+                JOBSET_GROUP,
+                JOBSET_VERSION,
+                namespace,
+                JOBSET_PLURAL,
+                name,
+                propagation_policy="Background",
+            )
+        except ApiException as error:
+            if not _missing(error):
+                raise
+
+    async def nodes_by_pool(self, pools: tuple[str, ...]) -> dict[str, int]:
+        """How many Nodes each of `pools` has now (GKE labels every Node with its pool)."""
+        listed = await self.core.list_node(
+            label_selector=f"{NODE_POOL_LABEL_KEY} in ({','.join(pools)})"
+        )
+        counts = dict.fromkeys(pools, 0)
+        for node in listed.items:
+            pool = ((node.metadata.labels if node.metadata else None) or {}).get(
+                NODE_POOL_LABEL_KEY
+            )
+            if pool in counts:
+                counts[pool] += 1
+        return counts
 
     async def create_service(self, manifest: dict[str, Any]) -> None:
         try:

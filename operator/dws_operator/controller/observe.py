@@ -13,8 +13,9 @@ from pydantic import ValidationError
 from dws_operator.api import Phase, TrainingRequestStatus
 from dws_operator.controller.kube import KubeApi
 from dws_operator.gke import NodePoolClient, owned_by
+from dws_operator.multislice import JOBSET_KIND
 from dws_operator.reconcile import JobView, Observed, PoolState, PoolView, RequestView
-from dws_operator.reconcile.decide import pool_name_for
+from dws_operator.reconcile.decide import pool_names_for, workload_kind
 from dws_operator.workload import DISRUPTION_CONDITION, job_name, service_name
 
 #: Phases in which a request holds nodes of its pool (seed 003's "used by other jobs").
@@ -86,27 +87,73 @@ def job_view(job: k8s.V1Job, uid: str) -> JobView:
     )
 
 
+def jobset_view(jobset: Mapping[str, Any], children: list[k8s.V1Job], uid: str) -> JobView:
+    """A JobSet seen as one Job: complete or failed as the JobSet says, disrupted when a
+    slice's Job failed because a node was lost, ready = pods ready over all slices."""
+    metadata = jobset.get("metadata") or {}
+    conditions = (jobset.get("status") or {}).get("conditions") or []
+
+    def true(kind: str) -> Mapping[str, Any] | None:
+        return next((c for c in conditions if c["type"] == kind and c["status"] == "True"), None)
+
+    failed = true("Failed")
+    jobs = [job_view(child, "") for child in children]
+    return JobView(
+        name=metadata.get("name", ""),
+        ours=any(o.get("uid") == uid for o in metadata.get("ownerReferences") or []),
+        complete=true("Completed") is not None,
+        failed=failed is not None,
+        failure_reason=(failed or {}).get("reason", ""),
+        failure_message=(failed or {}).get("message", ""),
+        disrupted=failed is not None and any(j.disrupted for j in jobs),
+        suspended=bool((jobset.get("spec") or {}).get("suspend")),
+        active=sum(j.active for j in jobs),
+        ready=sum(j.ready for j in jobs),
+        succeeded=sum(j.succeeded for j in jobs),
+    )
+
+
+async def _workload(
+    kube: KubeApi, request: RequestView, kind: str, name: str
+) -> tuple[JobView | None, list[str]]:
+    """The current attempt's workload and the names of every attempt's."""
+    if kind == JOBSET_KIND:
+        jobset = await kube.jobset(request.namespace, name)
+        view = None
+        if jobset is not None:
+            children = await kube.jobset_children(request.namespace, name)
+            view = jobset_view(jobset, children, request.uid)
+        return view, await kube.jobset_names(request.namespace, request.name, request.uid)
+    job = await kube.job(request.namespace, name)
+    names = await kube.job_names(request.namespace, request.name, request.uid)
+    return (job_view(job, request.uid) if job is not None else None), names
+
+
 async def observe(body: Mapping[str, Any], kube: KubeApi, gke: NodePoolClient) -> Observed:
     request = request_view(body)
-    pool_name = pool_name_for(request)
-    pool = await gke.get(pool_name)
-    # The current attempt's Job is named from the restart count, not from status.job,
+    pool_names = pool_names_for(request)
+    pools = [await gke.get(name) for name in pool_names]
+    views = [pool_view(pool, request.uid) if pool is not None else None for pool in pools]
+    # The current attempt's workload is named from the restart count, not from status.job,
     # which a restart interrupted midway may leave pointing at the previous attempt.
     current = job_name(request.name, request.status.restarts)
-    job = await kube.job(request.namespace, current)
-    ours = await kube.job_names(request.namespace, request.name, request.uid)
+    kind = workload_kind(request.spec)
+    job, ours = await _workload(kube, request, kind, current)
     existing = bool((request.spec.get("nodePool") or {}).get("existing", False))
     owners = await kube.service_owners(request.namespace, service_name(request.name))
     return Observed(
         request=request,
         now=datetime.now(UTC),
-        pool=pool_view(pool, request.uid) if pool is not None else None,
-        job=job_view(job, request.uid) if job is not None else None,
+        pool=views[0],
+        more_pools=tuple(views[1:]),
+        job=job,
+        workload_kind=kind,
+        nodes_by_pool=await kube.nodes_by_pool(pool_names),
         stale_jobs=tuple(name for name in ours if name != current),
         service_exists=owners is not None and request.uid in owners,
         service_taken=owners is not None and request.uid not in owners,
         nodes_used_by_others=(
-            await _nodes_used_by_others(kube, pool_name, request.uid) if existing else 0
+            await _nodes_used_by_others(kube, pool_names[0], request.uid) if existing else 0
         ),
     )
 

@@ -16,6 +16,7 @@ from dws_operator.api import TrainingRequestStatus
 from dws_operator.controller.kube import KubeApi
 from dws_operator.controller.observe import observe
 from dws_operator.gke import GkeError, NodePoolClient, pool_labels, render_node_pool
+from dws_operator.multislice import JOBSET_KIND
 from dws_operator.reconcile import (
     Action,
     CreateJob,
@@ -91,8 +92,12 @@ class Reconciler:
                 await self.gke.delete(name)
             case CreateService(manifest=manifest):
                 await self.kube.create_service(manifest)
+            case CreateJob(manifest=manifest) if manifest["kind"] == JOBSET_KIND:
+                await self.kube.create_jobset(manifest)
             case CreateJob(manifest=manifest):
                 await self.kube.create_job(manifest)
+            case DeleteJob(name=name, kind=kind) if kind == JOBSET_KIND:
+                await self.kube.delete_jobset(request.namespace, name)
             case DeleteJob(name=name):
                 await self.kube.delete_job(request.namespace, name)
             case DeleteService(name=name):

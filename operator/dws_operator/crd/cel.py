@@ -21,9 +21,16 @@ from dws_operator.catalog import (
     CubeRule,
     ProvisioningMode,
     TpuGeneration,
+    default_machine_type,
+    topology_chips,
 )
 from dws_operator.durations import DURATION_PATTERN, format_duration
-from dws_operator.validation import FLEX_START_UNSUPPORTED_TPUS, TPU_UNSUPPORTED_MODES
+from dws_operator.naming import MAX_SLICED_POOL_NAME
+from dws_operator.validation import (
+    FLEX_START_MODES,
+    FLEX_START_UNSUPPORTED_GPUS,
+    FLEX_START_UNSUPPORTED_TPUS,
+)
 
 #: Job, Service and pod hostnames (`<job>-<index>`, a DNS label) are built from the
 #: object's name, so it must leave room for suffixes.
@@ -124,7 +131,42 @@ def _tpu_generation_rules(g: TpuGeneration) -> list[Rule]:
                 ".machineType",
             )
         )
+    single = _single_host_expression(g)
+    if single:
+        rules.append(
+            Rule(
+                f"{version} || !has(self.slices) || self.slices == 1 || !({single})",
+                "slices above 1 need a multi-host slice (a topology of more than one VM); "
+                f"single-VM slices of TPU {g.version}: {_single_host_text(g)}",
+                ".slices",
+            )
+        )
     return rules
+
+
+def _single_hosts(g: TpuGeneration) -> list[tuple[str, str, bool]]:
+    """(topology, machine type, is the default machine type) of every one-VM slice."""
+    chips = {m.name: m.chips for m in g.machine_types}
+    return [
+        (topology, host, host == default_machine_type(g, topology))
+        for topology, hosts in g.topologies.items()
+        for host in hosts
+        if topology_chips(topology) == chips[host]
+    ]
+
+
+def _single_host_expression(g: TpuGeneration) -> str:
+    terms = []
+    for topology, host, default in _single_hosts(g):
+        machine = f"self.machineType == {lit(host)}"
+        if default:
+            machine = f"!has(self.machineType) || {machine}"
+        terms.append(f"(self.topology == {lit(topology)} && ({machine}))")
+    return " || ".join(terms)
+
+
+def _single_host_text(g: TpuGeneration) -> str:
+    return ", ".join(f"{topology} on {host}" for topology, host, _ in _single_hosts(g))
 
 
 def tpu_rules() -> list[Rule]:
@@ -206,29 +248,53 @@ def provisioning_rules() -> list[Rule]:
 
 
 def spec_rules() -> list[Rule]:
-    flex = lit(ProvisioningMode.FLEX_START)
-    flex_gpus = [a.type.value for a in GPU_ACCELERATORS.values() if a.flex_start]
+    flex_modes = [m.value for m in FLEX_START_MODES]
     no_flex_tpus = [v.value for v in FLEX_START_UNSUPPORTED_TPUS]
-    no_tpu_modes = [m.value for m in TPU_UNSUPPORTED_MODES]
+    no_flex_gpus = [t.value for t in FLEX_START_UNSUPPORTED_GPUS]
+    others = ", ".join(m.value for m in ProvisioningMode if m not in FLEX_START_MODES)
+    in_flex_mode = f"self.provisioning.mode in {lits(flex_modes)}"
+    modes = " and ".join(flex_modes)
+    queued = ProvisioningMode.QUEUED_PROVISIONING
+    not_queued = ", ".join(m.value for m in ProvisioningMode if m != queued)
+    several = (
+        "!has(self.accelerator.tpu) || !has(self.accelerator.tpu.slices) || "
+        "self.accelerator.tpu.slices == 1"
+    )
     return [
         Rule(
-            f"!has(self.accelerator.tpu) || !(self.provisioning.mode in {lits(no_tpu_modes)})",
-            f"mode {', '.join(no_tpu_modes)} is not available for TPUs (GKE rejects queued "
-            "provisioning with TPUs); use FlexStart, Spot, OnDemand or Reservation",
-            ".provisioning.mode",
-        ),
-        Rule(
-            f"!has(self.accelerator.tpu) || self.provisioning.mode != {flex} || "
+            f"!has(self.accelerator.tpu) || !({in_flex_mode}) || "
             f"!(self.accelerator.tpu.version in {lits(no_flex_tpus)})",
-            f"mode FlexStart is not available for TPU {', '.join(no_flex_tpus)}; "
-            "use Spot, OnDemand or Reservation",
+            f"modes {modes} are not available for TPU {', '.join(no_flex_tpus)}: flex-start "
+            f"VMs do not serve it; use {others}",
             ".provisioning.mode",
         ),
         Rule(
-            f"!has(self.accelerator.gpu) || self.provisioning.mode != {flex} || "
-            f"self.accelerator.gpu.type in {lits(flex_gpus)}",
-            f"mode FlexStart is available only for GPUs {', '.join(flex_gpus)}",
+            f"!has(self.accelerator.gpu) || !({in_flex_mode}) || "
+            f"!(self.accelerator.gpu.type in {lits(no_flex_gpus)})",
+            f"modes {modes} are not available for {', '.join(no_flex_gpus)}: flex-start VMs "
+            f"do not serve it; use {others}",
             ".provisioning.mode",
+        ),
+        Rule(
+            "!has(self.accelerator.tpu) || !has(self.accelerator.tpu.slices) || "
+            f"self.accelerator.tpu.slices == 1 || self.provisioning.mode != "
+            f"{lit(ProvisioningMode.QUEUED_PROVISIONING)}",
+            "slices above 1 are not available with QueuedProvisioning: GKE provisions one "
+            f"slice per ProvisioningRequest; use {not_queued}",
+            ".accelerator.tpu.slices",
+        ),
+        Rule(
+            f"{several} || !has(self.nodePool.existing) || !self.nodePool.existing",
+            "nodePool.existing is not available with several slices: each slice gets a node "
+            "pool of its own",
+            ".nodePool.existing",
+        ),
+        Rule(
+            f"{several} || !has(self.nodePool.name) || "
+            f"size(self.nodePool.name) <= {MAX_SLICED_POOL_NAME}",
+            f"nodePool.name has at most {MAX_SLICED_POOL_NAME} characters with several slices "
+            "(each slice's pool adds -s<index>)",
+            ".nodePool.name",
         ),
     ]
 

@@ -31,12 +31,17 @@ class CreateService:
 
 @dataclass(frozen=True)
 class CreateJob:
+    """Create an attempt's workload (a batch Job or a JobSet, as `manifest` says)."""
+
     manifest: dict[str, Any]
 
 
 @dataclass(frozen=True)
 class DeleteJob:
+    """Delete an attempt's workload: a batch Job, or a JobSet (`kind`) for several slices."""
+
     name: str
+    kind: str = "Job"
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,10 @@ what it already created.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -18,11 +20,14 @@ from dws_operator.api import (
     NodePoolStatus,
     ObjectReference,
     Phase,
+    SliceStatus,
     TrainingRequestSpec,
     TrainingRequestStatus,
 )
+from dws_operator.api.spec import MAX_SLICES
 from dws_operator.errors import InvalidSpec, from_validation_error
-from dws_operator.naming import default_node_pool_name
+from dws_operator.multislice import JOBSET_KIND, render_jobset
+from dws_operator.naming import default_node_pool_name, slice_pool_names
 from dws_operator.planning import SlicePlan, plan_slice
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import (
@@ -86,14 +91,33 @@ class Decision:
 
 
 def pool_name_for(request: RequestView) -> str:
-    """The node pool of `request`: the one it names, else derived from name and uid."""
+    """The base name of `request`'s pools: the one it names, else derived from name and
+    uid (shorter for several slices, so every slice's suffix fits)."""
     pool = request.spec.get("nodePool") or {}
     name = pool.get("name") if isinstance(pool, dict) else None
     return (
         name
         if isinstance(name, str) and name
-        else default_node_pool_name(request.name, request.uid)
+        else default_node_pool_name(request.name, request.uid, slices_of(request.spec))
     )
+
+
+def pool_names_for(request: RequestView) -> tuple[str, ...]:
+    """Every slice's pool of `request`, in slice order."""
+    return slice_pool_names(pool_name_for(request), slices_of(request.spec))
+
+
+def slices_of(spec: Mapping[str, Any]) -> int:
+    """`spec.accelerator.tpu.slices` as stored (admission bounds it); 1 when unreadable,
+    so a spec the operator cannot plan still has its one pool looked after."""
+    accelerator = spec.get("accelerator")
+    tpu = accelerator.get("tpu") if isinstance(accelerator, dict) else None
+    slices = tpu.get("slices", 1) if isinstance(tpu, dict) else 1
+    return slices if isinstance(slices, int) and 1 <= slices <= MAX_SLICES else 1
+
+
+def workload_kind(spec: Mapping[str, Any]) -> str:
+    return JOBSET_KIND if slices_of(spec) > 1 else "Job"
 
 
 class _Run:
@@ -152,6 +176,10 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
         location=config.location,
         operation=run.status.node_pool.operation if run.status.node_pool else None,
     )
+    run.status.slices = [
+        SliceStatus(index=i, node_pool=name, nodes=observed.nodes_by_pool.get(name, 0))
+        for i, name in enumerate(plan.pool_names)
+    ]
     if run.status.phase in TERMINAL:
         return _clean_up(run, spec)
     if uses_provisioning_request(spec.provisioning):
@@ -218,23 +246,51 @@ def _node_pool(
             return run.phase(Phase.PENDING, f"Waiting for nodes of {name}: {message}", 5.0)
         run.condition(cond.NODE_POOL_READY, "True", "Existing", f"using existing node pool {name}")
         return None
-    if pool is None:
-        run.condition(cond.NODE_POOL_READY, "False", "Creating", f"creating node pool {name}")
-        run.act(CreateNodePool(name=name, plan=plan))
-        return run.phase(Phase.PROVISIONING, f"Creating node pool {name}", 1.0)
-    if not pool.ours:
-        return run.fail(
-            "NodePoolNameTaken", f"node pool {name} exists and belongs to something else"
-        )
-    if pool.state == PoolState.ERROR:
-        return run.fail("NodePoolError", pool.message or f"node pool {name} is in error")
-    if pool.state in (PoolState.PROVISIONING, PoolState.STOPPING):
-        run.condition(
-            cond.NODE_POOL_READY, "False", "Provisioning", f"node pool {name} {pool.state}"
-        )
-        return run.phase(Phase.PROVISIONING, f"Node pool {name} is {pool.state.lower()}", 1.0)
-    run.condition(cond.NODE_POOL_READY, "True", "Created", f"node pool {name} is ready")
+    pools = run.observed.slice_pools(plan.slices)
+    missing = [n for n, p in zip(plan.pool_names, pools, strict=True) if p is None]
+    busy: list[tuple[str, PoolState]] = []
+    for pool_name, slice_pool in zip(plan.pool_names, pools, strict=True):
+        if slice_pool is None:
+            continue
+        if not slice_pool.ours:
+            return run.fail(
+                "NodePoolNameTaken", f"node pool {pool_name} exists and belongs to something else"
+            )
+        if slice_pool.state == PoolState.ERROR:
+            return run.fail(
+                "NodePoolError", slice_pool.message or f"node pool {pool_name} is in error"
+            )
+        if slice_pool.state in (PoolState.PROVISIONING, PoolState.STOPPING):
+            busy.append((pool_name, slice_pool.state))
+    if missing:
+        # Every missing pool at once: a multi-slice request waits for the slowest anyway.
+        for pool_name in missing:
+            run.act(CreateNodePool(name=pool_name, plan=plan))
+        names = _pool_list(missing)
+        run.condition(cond.NODE_POOL_READY, "False", "Creating", f"creating {names}")
+        return run.phase(Phase.PROVISIONING, f"Creating {names}", 1.0)
+    if busy:
+        states = "; ".join(f"node pool {n} {state}" for n, state in busy)
+        run.condition(cond.NODE_POOL_READY, "False", "Provisioning", states)
+        message = "; ".join(f"Node pool {n} is {state.lower()}" for n, state in busy)
+        return run.phase(Phase.PROVISIONING, message, 1.0)
+    ready = _pool_list(list(plan.pool_names))
+    run.condition(cond.NODE_POOL_READY, "True", "Created", f"{ready} {_are(plan)} ready")
     return None
+
+
+def _pool_list(names: list[str]) -> str:
+    return f"node pool {names[0]}" if len(names) == 1 else f"node pools {', '.join(names)}"
+
+
+def _are(plan: SlicePlan) -> str:
+    return "is" if plan.slices == 1 else "are"
+
+
+def _shape(plan: SlicePlan) -> str:
+    """`4 x ct6e-standard-4t`, or `2 slices of 2 x ct5p-hightpu-4t`."""
+    one = f"{plan.nodes} x {plan.machine_type}"
+    return one if plan.slices == 1 else f"{plan.slices} slices of {one}"
 
 
 def _workload(
@@ -257,48 +313,49 @@ def _workload(
         if multi_host and not observed.service_exists:
             run.act(CreateService(render_service(ref)))
 
+    kind = observed.workload_kind
     for stale in observed.stale_jobs:
         # An earlier attempt whose deletion a crash interrupted: one Job at a time.
-        run.act(DeleteJob(stale))
+        run.act(DeleteJob(stale, kind))
     job = observed.job
     attempt = run.status.restarts
+    total = plan.total_nodes
     if job is None:
         ensure_service()
         queue = queue_for(spec, config.default_queue, config.queued_queue) if config.kueue else None
-        run.act(CreateJob(render_job(ref, spec, plan, attempt=attempt, queue=queue)))
+        render = render_jobset if plan.multi_slice else render_job
+        run.act(CreateJob(render(ref, spec, plan, attempt=attempt, queue=queue)))
         run.status.job = ObjectReference(name=job_name(request.name, attempt))
-        run.condition(cond.WORKLOAD_CREATED, "True", "JobCreated", f"Job {run.status.job.name}")
+        run.condition(cond.WORKLOAD_CREATED, "True", "JobCreated", f"{kind} {run.status.job.name}")
         run.condition(cond.CAPACITY_PROVISIONED, "False", "Waiting", "waiting for nodes")
-        return run.phase(Phase.WAITING_FOR_CAPACITY, f"Waiting for capacity: 0/{plan.nodes} nodes")
+        return run.phase(Phase.WAITING_FOR_CAPACITY, f"Waiting for capacity: 0/{total} nodes")
     if not job.ours:
-        return run.fail("JobNameTaken", f"Job {job.name} exists and belongs to something else")
+        return run.fail("JobNameTaken", f"{kind} {job.name} exists and belongs to something else")
     run.status.job = ObjectReference(name=job.name)
-    run.condition(cond.WORKLOAD_CREATED, "True", "JobCreated", f"Job {job.name}")
+    run.condition(cond.WORKLOAD_CREATED, "True", "JobCreated", f"{kind} {job.name}")
     if job.complete:
         run.status.finished_at = run.status.finished_at or run.now
-        run.condition(cond.COMPLETED, "True", "JobSucceeded", f"Job {job.name} succeeded")
-        run.phase(Phase.SUCCEEDED, f"Job {job.name} succeeded")
+        run.condition(cond.COMPLETED, "True", "JobSucceeded", f"{kind} {job.name} succeeded")
+        run.phase(Phase.SUCCEEDED, f"{kind} {job.name} succeeded")
         return _clean_up(run, spec)
     if job.failed and job.disrupted:
         return _restart(run, spec, plan, job.name)
     if job.failed:
-        run.fail(job.failure_reason or "JobFailed", job.failure_message or f"Job {job.name} failed")
+        run.fail(
+            job.failure_reason or "JobFailed", job.failure_message or f"{kind} {job.name} failed"
+        )
         return _clean_up(run, spec)
-    if job.ready >= plan.nodes or run.status.started_at is not None:
+    if job.ready >= total or run.status.started_at is not None:
         ensure_service()
         run.status.started_at = run.status.started_at or run.now
         run.status.provisioned_at = run.status.provisioned_at or run.now
-        run.condition(cond.CAPACITY_PROVISIONED, "True", "NodesReady", f"{plan.nodes} nodes")
-        return run.phase(
-            Phase.RUNNING,
-            f"Running on {plan.nodes} x {plan.machine_type}",
-            config.running_poll_seconds,
-        )
+        run.condition(cond.CAPACITY_PROVISIONED, "True", "NodesReady", f"{total} nodes")
+        return run.phase(Phase.RUNNING, f"Running on {_shape(plan)}", config.running_poll_seconds)
     if _timed_out(run, plan):
         _capacity_timeout(run, spec, plan)
         return _clean_up(run, spec)
     ensure_service()
-    message = f"Waiting for capacity: {job.ready}/{plan.nodes} nodes ready"
+    message = f"Waiting for capacity: {job.ready}/{total} nodes ready"
     run.condition(cond.CAPACITY_PROVISIONED, "False", "Waiting", message)
     return run.phase(Phase.WAITING_FOR_CAPACITY, message)
 
@@ -320,8 +377,9 @@ def _restart(run: _Run, spec: TrainingRequestSpec, plan: SlicePlan, failed_job: 
     status.restarts += 1
     status.started_at = None
     status.requested_at = run.now
-    run.act(DeleteJob(failed_job))
-    message = f"Node lost under Job {failed_job}: restart {status.restarts}/{plan.max_restarts}"
+    kind = run.observed.workload_kind
+    run.act(DeleteJob(failed_job, kind))
+    message = f"Node lost under {kind} {failed_job}: restart {status.restarts}/{plan.max_restarts}"
     run.condition(cond.CAPACITY_PROVISIONED, "False", "Restarting", message)
     run.decision.events.append(Event("Warning", "Restarting", message))
     return run.phase(Phase.WAITING_FOR_CAPACITY, message, 1.0)
@@ -336,8 +394,7 @@ def _timed_out(run: _Run, plan: SlicePlan) -> bool:
 def _capacity_timeout(run: _Run, spec: TrainingRequestSpec, plan: SlicePlan) -> None:
     run.fail(
         "CapacityTimeout",
-        f"no capacity for {plan.nodes} x {plan.machine_type} within "
-        f"{spec.provisioning.max_wait_duration}",
+        f"no capacity for {_shape(plan)} within {spec.provisioning.max_wait_duration}",
     )
 
 
@@ -348,26 +405,33 @@ def _clean_up(run: _Run, spec: TrainingRequestSpec) -> Decision:
     pending = job is not None and job.ours and not (job.complete or job.failed)
     if status.phase == Phase.FAILED and pending and job is not None:
         # Pods still waiting for capacity must not start on nodes arriving later.
-        run.act(DeleteJob(job.name))
+        run.act(DeleteJob(job.name, observed.workload_kind))
         if observed.service_exists:
             run.act(DeleteService(service_name(run.request.name)))
-    pool = observed.pool
     managed = status.node_pool is not None and status.node_pool.managed
     cleanup = _cleanup_policy(run, spec)
+    pools = (observed.pool, *observed.more_pools)
+    ours = [p for p in pools if p is not None and p.ours]
     done = True
-    if managed and pool is not None and pool.ours:
+    if managed and ours:
         if cleanup == CleanupPolicy.SCALE_TO_ZERO:
-            if pool.max_nodes > 0:
-                run.act(ScaleNodePoolToZero(pool.name))
+            for pool in ours:
+                if pool.max_nodes > 0:
+                    run.act(ScaleNodePoolToZero(pool.name))
+            if run.decision.actions:
                 done = False
             else:
-                _scaled_down(run, "ScaledToZero", f"node pool {pool.name} has no nodes")
+                names = _pool_list([p.name for p in ours])
+                verb = "has" if len(ours) == 1 else "have"
+                _scaled_down(run, "ScaledToZero", f"{names} {verb} no nodes")
         elif cleanup == CleanupPolicy.DELETE:
-            if pool.state != PoolState.STOPPING:
-                run.act(DeleteNodePool(pool.name))
+            for pool in ours:
+                if pool.state != PoolState.STOPPING:
+                    run.act(DeleteNodePool(pool.name))
             done = False
-    elif managed and pool is None and cleanup == CleanupPolicy.DELETE:
-        _scaled_down(run, "Deleted", "node pool deleted")
+    elif managed and all(p is None for p in pools) and cleanup == CleanupPolicy.DELETE:
+        gone = "node pool deleted" if len(pools) == 1 else "node pools deleted"
+        _scaled_down(run, "Deleted", gone)
     run.decision.requeue_after = None if done and not run.decision.actions else 1.0
     return run.decision
 
@@ -392,18 +456,20 @@ def _scaled_down(run: _Run, reason: str, message: str) -> None:
 def _release(run: _Run) -> Decision:
     """Deletion: remove the Job, the Service and a pool the operator created, then let go."""
     observed, request = run.observed, run.request
+    kind = observed.workload_kind
     if observed.job is not None and observed.job.ours:
-        run.act(DeleteJob(observed.job.name))
+        run.act(DeleteJob(observed.job.name, kind))
     for stale in observed.stale_jobs:
-        run.act(DeleteJob(stale))
+        run.act(DeleteJob(stale, kind))
     if observed.service_exists:
         run.act(DeleteService(service_name(request.name)))
-    pool = observed.pool
     node_pool = request.spec.get("nodePool")
     managed = not (isinstance(node_pool, dict) and node_pool.get("existing", False))
-    if managed and pool is not None and pool.ours and pool.state != PoolState.STOPPING:
-        run.act(DeleteNodePool(pool.name))
-    gone = not run.decision.actions and (pool is None or not managed or not pool.ours)
+    ours = [p for p in (observed.pool, *observed.more_pools) if p is not None and p.ours]
+    for pool in ours if managed else []:
+        if pool.state != PoolState.STOPPING:
+            run.act(DeleteNodePool(pool.name))
+    gone = not run.decision.actions and (not ours or not managed)
     run.decision.released = gone
     return run.phase(
         Phase.DELETING, "Deleting the Job, Service and node pool", None if gone else 1.0

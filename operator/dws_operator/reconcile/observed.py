@@ -71,9 +71,16 @@ class JobView:
 class Observed:
     request: RequestView
     now: datetime
-    #: None when absent; not looked up (also None) before the plan is known.
+    #: The first slice's node pool (a single slice's only one); None when absent.
     pool: PoolView | None = None
+    #: The pools of slices 1..N-1 of a multi-slice request, in order; None when absent.
+    more_pools: tuple[PoolView | None, ...] = ()
+    #: The current attempt's workload: a batch Job, or a JobSet for several slices.
     job: JobView | None = None
+    #: Kind of the request's workloads ("Job" or "JobSet"), for deleting them.
+    workload_kind: str = "Job"
+    #: Kubernetes Nodes of each of the request's pools, by pool name.
+    nodes_by_pool: Mapping[str, int] = field(default_factory=dict)
     #: A Service of this TrainingRequest (owner reference with its uid) exists.
     service_exists: bool = False
     #: A Service of that name exists but belongs to something else.
@@ -84,3 +91,8 @@ class Observed:
     nodes_used_by_others: int = 0
     #: Extra facts the shell learned (for messages), e.g. the last GKE error.
     notes: Mapping[str, str] = field(default_factory=dict)
+
+    def slice_pools(self, slices: int) -> tuple[PoolView | None, ...]:
+        """Every slice's pool in order (None where absent), `slices` of them."""
+        pools = (self.pool, *self.more_pools)[:slices]
+        return pools + (None,) * (slices - len(pools))

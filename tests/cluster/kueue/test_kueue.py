@@ -174,7 +174,7 @@ def test_dws_objects_apply_and_cluster_queue_becomes_active(
 
     config = _get(api, "provisioningrequestconfigs", check.config_name)
     assert config["spec"]["provisioningClassName"] == QUEUED_PROVISIONING_CLASS
-    assert config["spec"]["managedResources"] == [GPU_RESOURCE]
+    assert config["spec"]["managedResources"] == [GPU_RESOURCE, TPU_RESOURCE]
     assert config["spec"]["retryStrategy"] == {
         "backoffLimitCount": 3,
         "backoffBaseSeconds": 60,
