@@ -53,6 +53,18 @@ def run(
     return asyncio.run(main())
 
 
+def policies_url(
+    emulator: ClusterManagerEmulator,
+    name: str = "",
+    *,
+    project: str = "dws-sandbox",
+    region: str = "us-central1",
+) -> str:
+    """The Compute emulator's URL of a region's resource policies, or of one of them."""
+    base = f"{emulator.compute_endpoint}/compute/v1/projects/{project}/regions/{region}"
+    return f"{base}/resourcePolicies" + (f"/{name}" if name else "")
+
+
 def rendered(
     accelerator: dict[str, Any], mode: str = "FlexStart", name: str = "dws-pool", **extra: Any
 ) -> container_v1.NodePool:
