@@ -66,7 +66,12 @@ def policies_url(
 
 
 def rendered(
-    accelerator: dict[str, Any], mode: str = "FlexStart", name: str = "dws-pool", **extra: Any
+    accelerator: dict[str, Any],
+    mode: str = "FlexStart",
+    name: str = "dws-pool",
+    *,
+    workload_policy: str | None = None,
+    **extra: Any,
 ) -> container_v1.NodePool:
     plan = plan_slice(make_spec(accelerator, mode, **extra), pool_name=name)
-    return render_node_pool(plan, name=name, labels=LABELS)
+    return render_node_pool(plan, name=name, labels=LABELS, workload_policy=workload_policy)
