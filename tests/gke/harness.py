@@ -53,8 +53,25 @@ def run(
     return asyncio.run(main())
 
 
+def policies_url(
+    emulator: ClusterManagerEmulator,
+    name: str = "",
+    *,
+    project: str = "dws-sandbox",
+    region: str = "us-central1",
+) -> str:
+    """The Compute emulator's URL of a region's resource policies, or of one of them."""
+    base = f"{emulator.compute_endpoint}/compute/v1/projects/{project}/regions/{region}"
+    return f"{base}/resourcePolicies" + (f"/{name}" if name else "")
+
+
 def rendered(
-    accelerator: dict[str, Any], mode: str = "FlexStart", name: str = "dws-pool", **extra: Any
+    accelerator: dict[str, Any],
+    mode: str = "FlexStart",
+    name: str = "dws-pool",
+    *,
+    workload_policy: str | None = None,
+    **extra: Any,
 ) -> container_v1.NodePool:
     plan = plan_slice(make_spec(accelerator, mode, **extra), pool_name=name)
-    return render_node_pool(plan, name=name, labels=LABELS)
+    return render_node_pool(plan, name=name, labels=LABELS, workload_policy=workload_policy)

@@ -18,7 +18,7 @@ import pytest
 
 from dws_operator.cli import emulator as emulator_cli
 from dws_operator.emulator import DEFAULT_CLUSTER, EmulatorConfig, EmulatorThread
-from dws_operator.gke import connect
+from dws_operator.gke import connect, connect_compute
 
 # The command is registered in dws_operator.cli separately; this drives the module the
 # same way `dws-operator emulator ...` will, through its own register() and run().
@@ -75,8 +75,12 @@ def test_serves_until_signalled(tmp_path: Path, signum: signal.Signals) -> None:
         first = lines.next()
         assert first.startswith("serving google.container.v1.ClusterManager on 127.0.0.1:")
         endpoint = first.split(" on ")[1].strip()
+        second = lines.next()
+        assert second.startswith("serving Compute Engine resource policies on http://127.0.0.1:")
+        compute_endpoint = second.split(" on ")[1].strip()
         assert lines.next().strip() == f"cluster {DEFAULT_CLUSTER}"
         assert lines.next().strip() == f"export DWS_GKE_ENDPOINT={endpoint}"
+        assert lines.next().strip() == f"export DWS_COMPUTE_ENDPOINT={compute_endpoint}"
 
         async def ask() -> str:
             async with connect(endpoint) as api:
@@ -84,6 +88,12 @@ def test_serves_until_signalled(tmp_path: Path, signum: signal.Signals) -> None:
             return cluster.name
 
         assert asyncio.run(ask()) == "sandbox"
+        apis = connect_compute(compute_endpoint)
+        try:
+            listed = apis.policies.list(project="dws-sandbox", region="us-central1")
+            assert list(listed) == []
+        finally:
+            apis.close()
         process.send_signal(signum)
         assert process.wait(timeout=30) == 0
     finally:
@@ -108,14 +118,21 @@ def test_serve_stops_on_its_event(capsys: pytest.CaptureFixture[str]) -> None:
     assert 0.2 <= took < 10
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("serving google.container.v1.ClusterManager on 127.0.0.1:")
-    assert out[-1].startswith("export DWS_GKE_ENDPOINT=127.0.0.1:")
+    assert out[1].startswith("serving Compute Engine resource policies on http://127.0.0.1:")
+    assert out[-2].startswith("export DWS_GKE_ENDPOINT=127.0.0.1:")
+    assert out[-1].startswith("export DWS_COMPUTE_ENDPOINT=http://127.0.0.1:")
 
 
 def test_arguments() -> None:
-    args = parse("--port", "8470", "--config", "faults.yaml")
-    assert (args.port, args.host, args.config) == (8470, "127.0.0.1", Path("faults.yaml"))
+    args = parse("--port", "8470", "--compute-port", "8471", "--config", "faults.yaml")
+    assert (args.port, args.compute_port, args.host, args.config) == (
+        8470,
+        8471,
+        "127.0.0.1",
+        Path("faults.yaml"),
+    )
     assert args.run is emulator_cli.run
-    assert parse().port == 0
+    assert (parse().port, parse().compute_port) == (0, 0)
 
 
 @pytest.mark.parametrize(
@@ -147,3 +164,18 @@ def test_taken_port_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert status == 2
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"dws-operator emulator: --port (cannot bind 127.0.0.1:{running.port}")
+
+
+def test_taken_compute_port_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with EmulatorThread() as running:
+        taken = running.compute.port
+        status = emulator_cli.run(parse("--compute-port", str(taken)))
+        # The first emulator is untouched: its Compute API still answers.
+        apis = connect_compute(running.compute_endpoint)
+        try:
+            assert list(apis.policies.list(project="dws-sandbox", region="us-central1")) == []
+        finally:
+            apis.close()
+    assert status == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"dws-operator emulator: --compute-port (cannot bind 127.0.0.1:{taken}")

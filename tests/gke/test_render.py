@@ -285,3 +285,40 @@ def test_one_zone_uses_per_zone_limits() -> None:
     pool = rendered(gpu("nvidia-l4", nodes=3), "Spot", provisioning={"zones": ["us-central1-a"]})
     assert (pool.autoscaling.min_node_count, pool.autoscaling.max_node_count) == (0, 3)
     assert pool.autoscaling.total_max_node_count == 0
+
+
+def test_a_workload_policy_replaces_compact_placement() -> None:
+    """tpu7x multi-host: only the policy's name, no COMPACT type and no tpu_topology."""
+    plan = plan_slice(make_spec(tpu("tpu7x", "2x2x4"), "Spot"), pool_name="dws-pool")
+    compact = render_node_pool(plan, name="dws-pool", labels=LABELS)
+    placed = render_node_pool(
+        plan, name="dws-pool", labels=LABELS, workload_policy="dws-high-throughput-2x2x4"
+    )
+    assert placed.placement_policy == NodePool.PlacementPolicy(
+        policy_name="dws-high-throughput-2x2x4"
+    )
+    assert placed.placement_policy.type_ == NodePool.PlacementPolicy.Type.TYPE_UNSPECIFIED
+    assert placed.placement_policy.tpu_topology == ""
+    assert compact.placement_policy == NodePool.PlacementPolicy(type_=COMPACT, tpu_topology="2x2x4")
+    # Nothing else changes.
+    placed.placement_policy = compact.placement_policy
+    assert placed == compact
+
+
+@pytest.mark.parametrize(
+    "accelerator",
+    [
+        pytest.param(tpu("tpu7x", "2x2x1"), id="single-host-tpu"),
+        pytest.param(gpu("nvidia-h100-80gb", nodes=2), id="gpu"),
+    ],
+)
+def test_a_workload_policy_needs_a_multi_host_slice(accelerator: dict[str, Any]) -> None:
+    plan = plan_slice(make_spec(accelerator, "Spot"), pool_name="dws-pool")
+    with pytest.raises(ValueError, match="without placement"):
+        render_node_pool(plan, name="dws-pool", labels=LABELS, workload_policy="wp")
+
+
+def test_an_empty_workload_policy_name_is_refused() -> None:
+    plan = plan_slice(make_spec(tpu("tpu7x", "2x2x2"), "Spot"), pool_name="dws-pool")
+    with pytest.raises(ValueError, match="resource policy name"):
+        render_node_pool(plan, name="dws-pool", labels=LABELS, workload_policy="")

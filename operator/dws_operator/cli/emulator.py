@@ -1,4 +1,4 @@
-"""`dws-operator emulator`: serve the GKE ClusterManager emulator in the foreground."""
+"""`dws-operator emulator`: serve the GKE and Compute emulators in the foreground."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import yaml
 from pydantic import ValidationError
 
 from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig, load_config
+from dws_operator.emulator.compute import ComputeBindError
 from dws_operator.gke.client import ENDPOINT_ENV
+from dws_operator.gke.policies import COMPUTE_ENDPOINT_ENV
 
 
 def register(commands: Any) -> None:
@@ -22,11 +24,19 @@ def register(commands: Any) -> None:
         help="serve a local emulator of the GKE node pool API",
         description=(
             "Serve google.container.v1.ClusterManager (node pools and operations) over "
-            f"gRPC until SIGINT or SIGTERM. Point the operator at it with {ENDPOINT_ENV}."
+            "gRPC, and Compute Engine resource policies (workload policies for tpu7x "
+            "slices) over HTTP, until SIGINT or SIGTERM. Point the operator at them with "
+            f"{ENDPOINT_ENV} and {COMPUTE_ENDPOINT_ENV}."
         ),
     )
     parser.add_argument(
-        "--port", type=int, default=0, help="port to listen on (default: a free one)"
+        "--port", type=int, default=0, help="gRPC port to listen on (default: a free one)"
+    )
+    parser.add_argument(
+        "--compute-port",
+        type=int,
+        default=0,
+        help="HTTP port of the Compute API (default: a free one)",
     )
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default: %(default)s)"
@@ -47,7 +57,12 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"dws-operator emulator: --config ({args.config}: {detail})\n")
         return 2
     try:
-        return asyncio.run(serve(config, host=args.host, port=args.port))
+        return asyncio.run(
+            serve(config, host=args.host, port=args.port, compute_port=args.compute_port)
+        )
+    except ComputeBindError as error:
+        sys.stderr.write(f"dws-operator emulator: --compute-port ({error})\n")
+        return 2
     except OSError as error:
         sys.stderr.write(f"dws-operator emulator: --port ({error})\n")
         return 2
@@ -58,6 +73,7 @@ async def serve(
     *,
     host: str = "127.0.0.1",
     port: int = 0,
+    compute_port: int = 0,
     stop: asyncio.Event | None = None,
 ) -> int:
     """Serve until `stop` is set, or until SIGINT or SIGTERM."""
@@ -72,11 +88,14 @@ async def serve(
             continue  # not the main thread: only `stop` ends the server
         installed.append(signum)
     try:
-        async with ClusterManagerEmulator(config, host=host, port=port) as emulator:
+        emulator = ClusterManagerEmulator(config, host=host, port=port, compute_port=compute_port)
+        async with emulator:
             print(f"serving google.container.v1.ClusterManager on {emulator.endpoint}")
+            print(f"serving Compute Engine resource policies on {emulator.compute_endpoint}")
             for cluster in config.clusters:
                 print(f"cluster {cluster.name}")
-            print(f"export {ENDPOINT_ENV}={emulator.endpoint}", flush=True)
+            print(f"export {ENDPOINT_ENV}={emulator.endpoint}")
+            print(f"export {COMPUTE_ENDPOINT_ENV}={emulator.compute_endpoint}", flush=True)
             await stop.wait()
     finally:
         for signum in installed:

@@ -2,10 +2,14 @@
 
 `ClusterManagerEmulator` serves it over real gRPC on 127.0.0.1, validates requests the
 way GKE does, runs long-running operations through PENDING, RUNNING and DONE, injects
-faults and enforces accelerator quota from its config, and records every call.
+faults and enforces accelerator quota from its config, and records every call. Beside
+it, over HTTP, `ComputeEmulator` serves the Compute resource policies (workload
+policies) node pools name, with the same faults, operations and call log.
 """
 
+from dws_operator.emulator.compute import ComputeCall, ComputeEmulator
 from dws_operator.emulator.config import (
+    COMPUTE_METHODS,
     DEFAULT_CLUSTER,
     ClusterConfig,
     EmulatorConfig,
@@ -20,11 +24,14 @@ from dws_operator.emulator.server import (
 )
 
 __all__ = [
+    "COMPUTE_METHODS",
     "DEFAULT_CLUSTER",
     "SERVICE_NAME",
     "CallRecord",
     "ClusterConfig",
     "ClusterManagerEmulator",
+    "ComputeCall",
+    "ComputeEmulator",
     "EmulatorConfig",
     "EmulatorThread",
     "MethodFaults",

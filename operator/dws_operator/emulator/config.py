@@ -14,6 +14,11 @@ faults:
     error_code: UNAVAILABLE
     latency_seconds: 0.1         # added before every response
     operation_error_rate: 0.5    # fraction of accepted operations that end in error
+compute_operation_latency_seconds: 0.1  # Compute region operations (default: as above)
+compute_faults:                  # the same knobs for the Compute resource-policies API
+  resourcePolicies.insert:
+    error_rate: 0.1
+    error_code: UNAVAILABLE      # answered as HTTP 503 with Compute's JSON error body
 ```
 """
 
@@ -40,6 +45,18 @@ MethodName = Literal[
 ]
 #: Every ClusterManager method the emulator serves (the Literal above, as values).
 METHODS: tuple[MethodName, ...] = get_args(MethodName)
+
+#: The Compute Engine methods the emulator serves, named as in Compute's discovery
+#: document (`compute.resourcePolicies.insert` and so on, without the service prefix).
+ComputeMethodName = Literal[
+    "resourcePolicies.insert",
+    "resourcePolicies.get",
+    "resourcePolicies.list",
+    "resourcePolicies.delete",
+    "regionOperations.get",
+    "regionOperations.wait",
+]
+COMPUTE_METHODS: tuple[ComputeMethodName, ...] = get_args(ComputeMethodName)
 
 DEFAULT_CLUSTER = "projects/dws-sandbox/locations/us-central1/clusters/sandbox"
 CLUSTER_PATTERN = (
@@ -98,6 +115,10 @@ class ClusterConfig(EmulatorModel):
     zones: list[str] | None = None
 
     @property
+    def project(self) -> str:
+        return self.name.split("/")[1]
+
+    @property
     def location(self) -> str:
         return self.name.split("/")[3]
 
@@ -126,6 +147,11 @@ class EmulatorConfig(EmulatorModel):
     #: An accelerator not listed is unlimited.
     quotas: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
     faults: dict[MethodName, MethodFaults] = Field(default_factory=dict)
+    #: Compute region operations take this long; None: `operation_latency_seconds`.
+    compute_operation_latency_seconds: Seconds | None = None
+    #: Faults of the Compute API. gRPC code names map to the HTTP status and error
+    #: reason Compute answers with (UNAVAILABLE: 503 backendError, and so on).
+    compute_faults: dict[ComputeMethodName, MethodFaults] = Field(default_factory=dict)
 
 
 def load_config(path: Path) -> EmulatorConfig:
@@ -139,3 +165,7 @@ NO_FAULTS = MethodFaults()
 
 def faults_for(config: EmulatorConfig, method: str) -> MethodFaults:
     return config.faults.get(cast("MethodName", method)) or NO_FAULTS
+
+
+def compute_faults_for(config: EmulatorConfig, method: str) -> MethodFaults:
+    return config.compute_faults.get(cast("ComputeMethodName", method)) or NO_FAULTS

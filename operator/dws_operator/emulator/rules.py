@@ -12,17 +12,20 @@ import re
 from google.cloud import container_v1
 
 from dws_operator.api.base import NODE_POOL_NAME_PATTERN
-from dws_operator.catalog import (
-    GPU_ACCELERATORS,
-    MAX_RUN_DURATION_SECONDS,
-    TPU_GENERATIONS,
-    TpuGeneration,
-    TpuMachineType,
-    parse_topology,
-)
+from dws_operator.catalog import GPU_ACCELERATORS, MAX_RUN_DURATION_SECONDS
 from dws_operator.catalog.modes import RESERVATION_NAME_KEY
 from dws_operator.emulator.config import ClusterConfig
+from dws_operator.emulator.placement import PolicyLookup, check_placement, tpu_machine
 from dws_operator.emulator.status import invalid
+
+__all__ = [
+    "accelerator_per_node",
+    "is_tpu",
+    "tpu_machine",
+    "validate_autoscaling",
+    "validate_name",
+    "validate_new_pool",
+]
 
 _NAME_RE = re.compile(NODE_POOL_NAME_PATTERN)
 #: TPU generations flex-start does not serve (facts sheet, section 1).
@@ -31,14 +34,6 @@ _TPU_PREFIXES = ("ct", "tpu")
 
 _NO_RESERVATION = container_v1.ReservationAffinity.Type.NO_RESERVATION
 _SPECIFIC_RESERVATION = container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION
-
-
-def tpu_machine(machine_type: str) -> tuple[TpuGeneration, TpuMachineType] | None:
-    for generation in TPU_GENERATIONS.values():
-        machine = generation.machine_type(machine_type)
-        if machine is not None:
-            return generation, machine
-    return None
 
 
 def is_tpu(machine_type: str) -> bool:
@@ -83,8 +78,13 @@ def validate_autoscaling(field: str, autoscaling: container_v1.NodePoolAutoscali
         raise invalid(field, "set either min/max_node_count or total_min/max_node_count, not both")
 
 
-def validate_new_pool(pool: container_v1.NodePool, cluster: ClusterConfig) -> None:
-    """Raise the INVALID_ARGUMENT GKE would answer a CreateNodePool for `pool` with."""
+def validate_new_pool(
+    pool: container_v1.NodePool, cluster: ClusterConfig, policies: PolicyLookup
+) -> None:
+    """Raise the INVALID_ARGUMENT GKE would answer a CreateNodePool for `pool` with.
+
+    `policies` finds the Compute resource policies a pool's placement may name.
+    """
     validate_name(pool.name)
     config = pool.config
     zones = cluster.node_zones
@@ -102,7 +102,7 @@ def validate_new_pool(pool: container_v1.NodePool, cluster: ClusterConfig) -> No
     if pool.queued_provisioning.enabled:
         _check_queued_provisioning(pool)
     _check_reservation(config.reservation_affinity)
-    _check_tpu_topology(pool)
+    check_placement(pool, cluster, policies)
     _check_gpus(config)
 
 
@@ -170,36 +170,6 @@ def _check_reservation(affinity: container_v1.ReservationAffinity) -> None:
         raise invalid(
             "node_pool.config.reservation_affinity.values",
             "SPECIFIC_RESERVATION needs exactly one reservation name",
-        )
-
-
-def _check_tpu_topology(pool: container_v1.NodePool) -> None:
-    topology = pool.placement_policy.tpu_topology
-    if not topology:
-        return
-    field = "node_pool.placement_policy.tpu_topology"
-    machine_type = pool.config.machine_type
-    found = tpu_machine(machine_type)
-    if found is None:
-        raise invalid(field, f"machine type {machine_type!r} is not a TPU machine type")
-    generation, machine = found
-    sides = parse_topology(topology)
-    if sides is None or len(sides) != generation.dimensions:
-        raise invalid(
-            field,
-            f"{topology!r} is not a {generation.dimensions}-D topology of TPU "
-            f"{generation.version.value}",
-        )
-    chips = 1
-    for side in sides:
-        chips *= side
-    hosts = generation.machine_types_for(topology)
-    if chips % machine.chips or machine.name not in hosts:
-        allowed = ", ".join(hosts) if hosts else "none"
-        raise invalid(
-            field,
-            f"topology {topology} ({chips} chips) does not fit machine type {machine.name} "
-            f"({machine.chips} chips per VM); machine types for {topology}: {allowed}",
         )
 
 

@@ -2,7 +2,8 @@
 
 No generated code: generic method handlers (de)serialize with the proto-plus types of
 google-cloud-container, so the unmodified client library talks to it over a real
-channel exactly as it talks to GKE.
+channel exactly as it talks to GKE. Beside it, on its own port, the same emulator
+serves the Compute resource policies node pools name (`compute.ComputeEmulator`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from google.cloud import container_v1
 # googleapis-common-protos ships no type information.
 from google.rpc import status_pb2  # type: ignore[import-untyped]
 
+from dws_operator.emulator.compute import ComputeEmulator
+from dws_operator.emulator.compute_state import ComputeState
 from dws_operator.emulator.config import EmulatorConfig, MethodFaults, MethodName, faults_for
 from dws_operator.emulator.service import ClusterManagerService, Method, clone
 from dws_operator.emulator.state import ClusterManagerState, PoolRecord
@@ -55,8 +58,10 @@ class ClusterManagerEmulator:
     """The emulated GKE API on `host`, a free port unless `port` is given.
 
     Use as `async with ClusterManagerEmulator(config) as emulator:`; `endpoint` is
-    then `127.0.0.1:PORT`. Thread-safe: the Python API may be used from a thread other
-    than the one serving (see `EmulatorThread`).
+    then `127.0.0.1:PORT`, and `compute_endpoint` (`http://127.0.0.1:PORT2`, a free
+    port unless `compute_port` is given) serves Compute resource policies, with the
+    call log and faults of `compute`. Thread-safe: the Python API may be used from a
+    thread other than the one serving (see `EmulatorThread`).
     """
 
     def __init__(
@@ -65,6 +70,7 @@ class ClusterManagerEmulator:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
+        compute_port: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config.model_copy(deep=True) if config else EmulatorConfig()
@@ -72,7 +78,11 @@ class ClusterManagerEmulator:
         self.port = port
         self._clock = clock
         self._lock = threading.RLock()
-        self._state = ClusterManagerState(self.config, clock)
+        compute = ComputeState(clock)
+        self._state = ClusterManagerState(self.config, clock, compute)
+        self.compute = ComputeEmulator(
+            self.config, compute, self._lock, host=host, port=compute_port, clock=clock
+        )
         self._service = ClusterManagerService(self._state, self.config)
         self._rngs: dict[str, random.Random] = {}
         self._calls: list[CallRecord] = []
@@ -85,6 +95,11 @@ class ClusterManagerEmulator:
         if self._server is None:
             raise RuntimeError("the emulator is not serving; start it first")
         return f"{self.host}:{self.port}"
+
+    @property
+    def compute_endpoint(self) -> str:
+        """`http://host:port` of the Compute API, for `client_options.api_endpoint`."""
+        return self.compute.endpoint
 
     async def start(self) -> None:
         if self._server is not None:
@@ -110,13 +125,21 @@ class ClusterManagerEmulator:
         if port == 0:
             raise OSError(f"cannot bind {self.host}:{self.port}")
         await server.start()
+        try:
+            await self.compute.start()
+        except BaseException:
+            await server.stop(None)
+            raise
         self.port = port
         self._server = server
 
     async def stop(self, grace: float | None = None) -> None:
         server, self._server = self._server, None
         if server is not None:
-            await server.stop(grace)
+            try:
+                await self.compute.stop()
+            finally:
+                await server.stop(grace)
 
     async def wait_for_termination(self) -> None:
         if self._server is not None:

@@ -16,10 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+import grpc
 import proto  # type: ignore[import-untyped]  # proto-plus ships no type information
 from google.cloud import container_v1
 
+# googleapis-common-protos ships no type information.
+from google.rpc import status_pb2  # type: ignore[import-untyped]
+
 from dws_operator.emulator.config import EmulatorConfig, faults_for
+from dws_operator.emulator.placement import deferred_failure, resolve_topology
 from dws_operator.emulator.rules import (
     accelerator_per_node,
     validate_autoscaling,
@@ -241,9 +246,17 @@ class ClusterManagerService:
         )
         cluster = self.state.cluster(path)
         pool = clone(request.node_pool)
-        validate_new_pool(pool, cluster.config)
+        policies = self.state.resource_policy
+        validate_new_pool(pool, cluster.config, policies)
         if pool.name in cluster.pools:
             raise already_exists(f"{path}/nodePools/{pool.name}")
+        resolve_topology(pool, cluster.config, policies)
+        failure = deferred_failure(pool)
+        if failure is not None and error is None:
+            # Accepted, then refused while GKE builds the instance group (placement.py).
+            error = status_pb2.Status(
+                code=grpc.StatusCode.INVALID_ARGUMENT.value[0], message=failure
+            )
         if not pool.locations:
             pool.locations = cluster.config.node_zones
         zones = len(pool.locations)

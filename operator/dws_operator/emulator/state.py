@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import grpc
 from google.cloud import container_v1
@@ -22,6 +23,11 @@ from google.rpc import status_pb2  # type: ignore[import-untyped]
 
 from dws_operator.emulator.config import ClusterConfig, EmulatorConfig
 from dws_operator.emulator.status import ApiError, not_found, operation_in_progress
+
+if TYPE_CHECKING:
+    from google.cloud import compute_v1
+
+    from dws_operator.emulator.compute_state import ComputeState
 
 Operation = container_v1.Operation
 PoolStatus = container_v1.NodePool.Status
@@ -104,12 +110,41 @@ class OperationRecord:
 
 
 class ClusterManagerState:
-    def __init__(self, config: EmulatorConfig, clock: Callable[[], float]) -> None:
+    """The clusters, beside the Compute resource policies (`compute`) pools may name."""
+
+    def __init__(
+        self, config: EmulatorConfig, clock: Callable[[], float], compute: ComputeState
+    ) -> None:
         self.clock = clock
         self.clusters = {c.name: ClusterRecord(c) for c in config.clusters}
         self.quotas: dict[str, int] = dict(config.quotas)
         self.operations: list[OperationRecord] = []
+        self.compute = compute
+        # Compute asks before deleting a policy; a pool that names it still uses it.
+        compute.users = self.policy_users
         self._ids = itertools.count(1)
+
+    def resource_policy(
+        self, project: str, region: str, name: str
+    ) -> compute_v1.ResourcePolicy | None:
+        """A Compute resource policy as it stands now (any status), for placement checks."""
+        self.compute.advance()
+        record = self.compute.policies.get((project, region, name))
+        return record.policy if record else None
+
+    def policy_users(self, project: str, region: str, name: str) -> list[str]:
+        """The instance groups (one per pool, as GKE builds them) that use the policy."""
+        users = []
+        for cluster in self.clusters.values():
+            config = cluster.config
+            if (config.project, config.region) != (project, region):
+                continue
+            for pool in cluster.pools.values():
+                if pool.pool.placement_policy.policy_name == name:
+                    zone = (list(pool.pool.locations) or config.node_zones)[0]
+                    group = f"gke-{cluster.short_name}-{pool.pool.name}-grp"
+                    users.append(f"projects/{project}/zones/{zone}/instanceGroupManagers/{group}")
+        return users
 
     def cluster(self, path: str) -> ClusterRecord:
         record = self.clusters.get(path)

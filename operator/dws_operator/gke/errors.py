@@ -103,6 +103,11 @@ def status_code(number: int) -> grpc.StatusCode:
     return _BY_NUMBER.get(number, grpc.StatusCode.UNKNOWN)
 
 
+def http_status_code(status: int) -> grpc.StatusCode:
+    """The gRPC code Google's APIs pair with an HTTP status (UNKNOWN when unheard of)."""
+    return _BY_HTTP.get(status, grpc.StatusCode.UNKNOWN)
+
+
 def classify_status(code: grpc.StatusCode, message: str) -> GkeError:
     """Classify a status code and its message, from an RPC or an operation's `error`."""
     text = message.lower()
@@ -153,7 +158,7 @@ def classify(error: BaseException) -> GkeError:
         code = error.grpc_status_code
         if not isinstance(code, grpc.StatusCode):
             # Errors built from HTTP responses carry only the HTTP status.
-            code = _BY_HTTP.get(error.code or 0, grpc.StatusCode.UNKNOWN)
+            code = http_status_code(error.code or 0)
         return classify_status(code, error.message or str(error))
     if isinstance(error, grpc.aio.AioRpcError):
         return classify_status(error.code(), error.details() or "")

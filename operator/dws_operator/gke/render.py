@@ -31,8 +31,21 @@ _LOCATION_POLICIES = {
 }
 
 
-def render_node_pool(plan: SlicePlan, *, name: str, labels: dict[str, str]) -> NodePool:
-    """The node pool GKE must create for `plan`, named `name` and carrying `labels`."""
+def render_node_pool(
+    plan: SlicePlan,
+    *,
+    name: str,
+    labels: dict[str, str],
+    workload_policy: str | None = None,
+) -> NodePool:
+    """The node pool GKE must create for `plan`, named `name` and carrying `labels`.
+
+    `workload_policy` names the Compute workload policy (policies.py) that places a
+    multi-host slice instead of a compact placement: tpu7x slices need one. The pool
+    then carries only `placement_policy.policy_name`, as GKE's own tooling sends it
+    (`--placement-policy`; xpk): no COMPACT type, which asks for the compact placement
+    tpu7x refuses, and no `tpu_topology`, which GKE reads from the policy.
+    """
     settings = plan.node_pool
     pool = NodePool(
         name=name,
@@ -49,7 +62,16 @@ def render_node_pool(plan: SlicePlan, *, name: str, labels: dict[str, str]) -> N
         )
     if settings.queued_provisioning:
         pool.queued_provisioning = NodePool.QueuedProvisioning(enabled=True)
-    if settings.placement_policy is not None:
+    if workload_policy is not None:
+        if not workload_policy:
+            raise ValueError("workload_policy must be a resource policy name, got ''")
+        if settings.placement_policy is None:
+            raise ValueError(
+                f"workload policy {workload_policy!r} given for a slice without placement "
+                "(single-host or not a TPU): GKE refuses a topology for single-host slices"
+            )
+        pool.placement_policy = NodePool.PlacementPolicy(policy_name=workload_policy)
+    elif settings.placement_policy is not None:
         pool.placement_policy = NodePool.PlacementPolicy(
             type_=_PLACEMENT_TYPES[settings.placement_policy.type],
             tpu_topology=settings.placement_policy.tpu_topology,

@@ -1,0 +1,294 @@
+"""Compute Engine workload policies, which place Ironwood (tpu7x) multi-host TPU slices.
+
+GKE builds a tpu7x slice of more than one VM only around a workload policy: a Compute
+resource policy `{workloadPolicy: {type: HIGH_THROUGHPUT, acceleratorTopology: 2x2x2}}`
+in the cluster's region, named by the node pool's `placement_policy.policy_name` (GKE
+concepts/tpu-ironwood; render.py's `workload_policy`). This module makes sure the policy
+exists before the pool is created.
+
+One policy per (region, topology), named `dws-high-throughput-<topology>`. Sharing is
+safe because a workload policy holds nothing but its type and topology and cannot be
+changed once created, so two slices of one topology need exactly the same policy; the
+name says all it holds, and the count stays bounded by the topologies in use. Policies
+are never deleted here: another pool, perhaps another TrainingRequest's, may be using
+one. (Compute itself refuses to delete a policy in use, but a pool being created at the
+same moment could still lose its policy between the check and its creation.)
+
+google-cloud-compute has no async client (its clients are REST only, on requests), so
+every call runs in a worker thread. As in client.py, the library's own retry is off and
+each call goes through one bounded `RetryPolicy`; failures surface as classified
+`GkeError`s (compute_errors.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+from google.api_core.client_options import ClientOptions
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import compute_v1
+
+from dws_operator.catalog import parse_topology
+from dws_operator.gke.client import PollPolicy, RetryPolicy
+from dws_operator.gke.compute_errors import COMPUTE_ERRORS, classify_compute, classify_operation
+from dws_operator.gke.errors import GkeError
+
+COMPUTE_ENDPOINT_ENV = "DWS_COMPUTE_ENDPOINT"
+WORKLOAD_POLICY_TYPE = "HIGH_THROUGHPUT"
+POLICY_NAME_PREFIX = "dws-high-throughput-"
+#: Compute's `wait` answers within about two minutes, DONE or not.
+WAIT_CALL_TIMEOUT = 150.0
+
+#: Each `wait` is one attempt: `WorkloadPolicyClient.wait` rides out its failures.
+_ONCE = RetryPolicy(attempts=1)
+
+Operation = compute_v1.Operation
+ResourcePolicy = compute_v1.ResourcePolicy
+T = TypeVar("T")
+
+
+@dataclass
+class ComputeApis:
+    """The two Compute clients workload policies need. Close with `close()`."""
+
+    policies: compute_v1.ResourcePoliciesClient
+    operations: compute_v1.RegionOperationsClient
+
+    def close(self) -> None:
+        self.policies.transport.close()  # type: ignore[no-untyped-call]
+        self.operations.transport.close()  # type: ignore[no-untyped-call]
+
+
+def connect_compute(endpoint: str | None = None) -> ComputeApis:
+    """Compute itself, or the API served at `endpoint` (`http://host:port`).
+
+    Without an endpoint the library's defaults apply: compute.googleapis.com over TLS
+    with Application Default Credentials. With one (the emulator), that URL as
+    `api_endpoint` (the REST transport keeps an explicit http:// scheme) and anonymous
+    credentials, so nothing looks for Google credentials.
+    """
+    if not endpoint:
+        return ComputeApis(compute_v1.ResourcePoliciesClient(), compute_v1.RegionOperationsClient())
+    options = ClientOptions(api_endpoint=endpoint)
+    credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]
+    return ComputeApis(
+        compute_v1.ResourcePoliciesClient(credentials=credentials, client_options=options),
+        compute_v1.RegionOperationsClient(credentials=credentials, client_options=options),
+    )
+
+
+def compute_endpoint_from_env(environ: Mapping[str, str] = os.environ) -> str | None:
+    """`DWS_COMPUTE_ENDPOINT` (an emulator's `http://host:port`), or None for Compute."""
+    return environ.get(COMPUTE_ENDPOINT_ENV) or None
+
+
+def region_of(location: str) -> str:
+    """The region of a GKE location: `us-central1-a` -> `us-central1`; a region stays."""
+    parts = location.split("-")
+    return "-".join(parts[:-1]) if len(parts) == 3 else location
+
+
+def workload_policy_name(topology: str) -> str:
+    """The one policy name for `topology` (`2x2x2` -> `dws-high-throughput-2x2x2`)."""
+    if parse_topology(topology) is None:
+        raise ValueError(f"{topology!r} is not a TPU topology such as 2x2x2")
+    return f"{POLICY_NAME_PREFIX}{topology}"
+
+
+def desired_policy(topology: str) -> ResourcePolicy:
+    return ResourcePolicy(
+        name=workload_policy_name(topology),
+        description=f"dws-operator: TPU slices of topology {topology}",
+        workload_policy=compute_v1.ResourcePolicyWorkloadPolicy(
+            type_=WORKLOAD_POLICY_TYPE, accelerator_topology=topology
+        ),
+    )
+
+
+def mismatch(policy: ResourcePolicy, topology: str) -> str | None:
+    """Why `policy` cannot place slices of `topology`; None when it can."""
+    workload = policy.workload_policy
+    if "workload_policy" not in policy:
+        return "it is not a workload policy"
+    if workload.type_ != WORKLOAD_POLICY_TYPE:
+        return f"its type is {workload.type_ or 'unset'}, not {WORKLOAD_POLICY_TYPE}"
+    if workload.accelerator_topology != topology:
+        found = workload.accelerator_topology or "unset"
+        return f"its accelerator topology is {found}, not {topology}"
+    if workload.accelerator_topology_mode not in ("", "AUTO_CONNECT"):
+        # PROVISION_ONLY leaves the chips unconnected (super-slicing): not a plain slice.
+        return f"its accelerator topology mode is {workload.accelerator_topology_mode}"
+    if workload.max_topology_distance:
+        return f"it sets maxTopologyDistance {workload.max_topology_distance}"
+    return None
+
+
+@dataclass
+class WorkloadPolicyClient:
+    """Make sure the workload policy for a TPU topology exists in a region of `project`."""
+
+    apis: ComputeApis
+    project: str
+    call_timeout: float = 30.0
+    poll: PollPolicy = field(default_factory=lambda: PollPolicy(timeout=600.0))
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    _locks: dict[tuple[str, str], asyncio.Lock] = field(
+        default_factory=dict, init=False, repr=False
+    )
+
+    async def ensure_workload_policy(self, region: str, topology: str) -> str:
+        """The name of the READY workload policy for `topology` in `region`, made if missing.
+
+        Idempotent: an existing policy of that name is used when it holds exactly this
+        type and topology; one that holds anything else is a terminal
+        `WorkloadPolicyConflict` (the operator never changes or replaces it). A policy
+        still being created or deleted (by a concurrent call) is a retryable
+        `WorkloadPolicyNotReady`.
+        """
+        name = workload_policy_name(topology)
+        lock = self._locks.setdefault((region, name), asyncio.Lock())
+        # Concurrent reconciles of one topology share one insert instead of racing.
+        async with lock:
+            existing = await self.get(region, name)
+            if existing is not None:
+                return self._adopt(region, existing, topology)
+            request = compute_v1.InsertResourcePolicyRequest(
+                project=self.project,
+                region=region,
+                resource_policy_resource=desired_policy(topology),
+            )
+            try:
+                operation = await self.call(self.apis.policies.insert_unary, request)
+            except GkeError as error:
+                if error.reason != "AlreadyExists":
+                    raise
+                # Made meanwhile (another operator, or a retry after a lost reply).
+                return await self._adopt_existing(region, name, topology)
+            done = await self.wait(region, operation)
+            if done.error.errors:
+                failure = classify_operation(done)
+                if failure.reason != "AlreadyExists":
+                    raise failure
+                return await self._adopt_existing(region, name, topology)
+            return name
+
+    async def get(self, region: str, name: str) -> ResourcePolicy | None:
+        """The policy, or None if there is none of that name in `region`."""
+        request = compute_v1.GetResourcePolicyRequest(
+            project=self.project, region=region, resource_policy=name
+        )
+        try:
+            return await self.call(self.apis.policies.get, request)
+        except GkeError as error:
+            if error.code == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise
+
+    async def wait(self, region: str, operation: Operation) -> Operation:
+        """Wait (Compute's `wait`, which answers within ~2 min) until `operation` is DONE.
+
+        Each `wait` is one attempt cut at the deadline; transient errors are ridden out
+        until then. Past `poll.timeout` a retryable `OperationTimeout` is raised: the
+        operation keeps running in Compute and a later `ensure_workload_policy` finds
+        its policy.
+        """
+        deadline = time.monotonic() + self.poll.timeout
+        delay = self.poll.initial_delay
+        current = operation
+        request = compute_v1.WaitRegionOperationRequest(
+            project=self.project, region=region, operation=operation.name
+        )
+        while current.status != Operation.Status.DONE:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise GkeError(
+                    retryable=True,
+                    reason="OperationTimeout",
+                    message=f"operation {operation.name} still {current.status.name} "
+                    f"after {self.poll.timeout:g}s",
+                )
+            asked = time.monotonic()
+            try:
+                current = await self.call(
+                    self.apis.operations.wait,
+                    request,
+                    timeout=min(WAIT_CALL_TIMEOUT, remaining),
+                    retry=_ONCE,
+                )
+            except GkeError as error:
+                if not error.retryable:
+                    raise
+            if current.status != Operation.Status.DONE and time.monotonic() - asked < delay:
+                # A wait that failed or answered early: pause rather than spin on it.
+                await asyncio.sleep(min(delay, max(deadline - time.monotonic(), 0)))
+                delay = min(delay * self.poll.multiplier, self.poll.max_delay)
+        return current
+
+    async def call(
+        self,
+        method: Callable[..., T],
+        request: Any,
+        *,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> T:
+        """One Compute call in a worker thread: timeout, classification, bounded retries.
+
+        Retrying an insert is safe: if a lost reply hid a success, the retry gets 409
+        and `ensure_workload_policy` adopts the policy.
+        """
+        policy = retry or self.retry
+        pauses = policy.delays()
+        attempt_timeout = self.call_timeout if timeout is None else timeout
+        run = functools.partial(method, request=request, retry=None, timeout=attempt_timeout)
+        for attempt in range(len(pauses) + 1):
+            try:
+                return await asyncio.to_thread(run)
+            except COMPUTE_ERRORS as error:
+                classified = classify_compute(error)
+                if not classified.retryable or attempt == len(pauses):
+                    raise classified from error
+            pause = pauses[attempt]
+            await asyncio.sleep(pause * (1 - policy.jitter * random.random()))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _adopt_existing(self, region: str, name: str, topology: str) -> str:
+        existing = await self.get(region, name)
+        if existing is None:
+            raise GkeError(
+                retryable=True,
+                reason="WorkloadPolicyNotReady",
+                message=f"workload policy {self._path(region, name)} was deleted while being "
+                "created again",
+            )
+        return self._adopt(region, existing, topology)
+
+    def _adopt(self, region: str, policy: ResourcePolicy, topology: str) -> str:
+        path = self._path(region, policy.name)
+        why = mismatch(policy, topology)
+        if why is not None:
+            raise GkeError(
+                retryable=False,
+                reason="WorkloadPolicyConflict",
+                message=f"resource policy {path} exists but cannot place {topology} TPU "
+                f"slices: {why}; delete or rename it",
+                code=grpc.StatusCode.ALREADY_EXISTS,
+            )
+        if policy.status != "READY":
+            raise GkeError(
+                retryable=True,
+                reason="WorkloadPolicyNotReady",
+                message=f"workload policy {path} is {policy.status or 'not READY'}",
+            )
+        return policy.name
+
+    def _path(self, region: str, name: str) -> str:
+        return f"projects/{self.project}/regions/{region}/resourcePolicies/{name}"
