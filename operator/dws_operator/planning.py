@@ -77,6 +77,9 @@ class ReservationAffinityPlan(PlanModel):
 class PlacementPlan(PlanModel):
     type: Literal["COMPACT"] = "COMPACT"
     tpu_topology: str
+    #: Placed by a Compute workload policy of this topology (tpu7x multi-host), which
+    #: the shell makes or reuses before it creates the pool.
+    workload_policy: bool = False
 
 
 class NodePoolSettings(PlanModel):
@@ -167,6 +170,7 @@ class _Shape:
     topology: str | None = None
     gpu_type: str | None = None
     slices: int = 1
+    workload_policy: bool = False
 
 
 def _shape(spec: TrainingRequestSpec) -> _Shape:
@@ -188,6 +192,7 @@ def _shape(spec: TrainingRequestSpec) -> _Shape:
             taint=Toleration(TPU_TAINT_KEY, TPU_TAINT_VALUE),
             topology=tpu.topology,
             slices=tpu.slices,
+            workload_policy=generation.workload_policy,
         )
     assert gpu is not None  # AcceleratorSpec guarantees exactly one
     accelerator = GPU_ACCELERATORS[gpu.type]
@@ -236,7 +241,9 @@ def _node_pool(
         ),
         reservation_affinity=affinity,
         auto_repair=mode.auto_repair,
-        placement_policy=PlacementPlan(tpu_topology=shape.topology or "")
+        placement_policy=PlacementPlan(
+            tpu_topology=shape.topology or "", workload_policy=shape.workload_policy
+        )
         if multi_host_tpu
         else None,
         max_run_duration_seconds=(

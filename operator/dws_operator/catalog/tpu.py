@@ -81,6 +81,10 @@ class TpuGeneration:
     #: Flex-start (and so flex-start with queued provisioning) serves this generation.
     #: GKE: TPU v3 and v4 are not supported with flex-start.
     flex_start: bool = True
+    #: Multi-host pools are placed by a Compute workload policy (HIGH_THROUGHPUT with the
+    #: slice's accelerator topology) named as the pool's placement policy, instead of a
+    #: COMPACT placement with `tpu_topology`: GKE's rule for Ironwood (tpu7x).
+    workload_policy: bool = False
 
     def machine_type(self, name: str) -> TpuMachineType | None:
         return next((m for m in self.machine_types if m.name == name), None)
@@ -208,6 +212,7 @@ TPU_GENERATIONS: dict[TpuVersion, TpuGeneration] = {
                 sorted_sides=False,
                 machine_type="tpu7x-standard-4t",
             ),
+            workload_policy=True,
         ),
     )
 }

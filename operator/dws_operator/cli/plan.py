@@ -16,6 +16,7 @@ from dws_operator.api import TrainingRequestSpec
 from dws_operator.catalog import GpuType, ProvisioningMode, TpuVersion
 from dws_operator.durations import format_duration
 from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
+from dws_operator.gke.policies import workload_policy_name
 from dws_operator.naming import default_node_pool_name
 from dws_operator.planning import SlicePlan, plan_slice
 
@@ -262,8 +263,14 @@ def _pool_lines(plan: SlicePlan) -> list[str]:
         )
     if pool.auto_repair is not None:
         lines.append(f"auto-repair {'on' if pool.auto_repair else 'off'}")
-    if pool.placement_policy is not None:
-        lines.append(f"placement COMPACT, TPU topology {pool.placement_policy.tpu_topology}")
+    placement = pool.placement_policy
+    if placement is not None and placement.workload_policy:
+        lines.append(
+            f"placement by workload policy {workload_policy_name(placement.tpu_topology)} "
+            f"(HIGH_THROUGHPUT, accelerator topology {placement.tpu_topology})"
+        )
+    elif placement is not None:
+        lines.append(f"placement COMPACT, TPU topology {placement.tpu_topology}")
     if pool.max_run_duration_seconds is not None:
         lines.append(
             f"VM max run duration {format_duration_seconds(pool.max_run_duration_seconds)}"

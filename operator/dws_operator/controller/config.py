@@ -15,6 +15,7 @@ _PROJECT_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
 _LOCATION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+(-[a-z])?$")
 _CLUSTER_RE = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 _ENDPOINT_RE = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
+_HTTP_ENDPOINT_RE = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
 
 
 class KueueMode(StrEnum):
@@ -42,6 +43,8 @@ class OperatorConfig:
     namespaces: tuple[str, ...] = ()
     #: Seconds between passes over a running request; its Job's events wake it sooner.
     running_poll_seconds: float = RUNNING_POLL_SECONDS
+    #: Compute API emulator (`http://host:port`) for workload policies; None: Google's.
+    compute_endpoint: str | None = None
 
     @property
     def cluster_path(self) -> str:
@@ -85,7 +88,17 @@ class OperatorConfig:
             _check(namespace, re.compile(DNS_LABEL_PATTERN), "DWS_NAMESPACES", "namespace names")
         poll_text = get("running_poll_seconds", "DWS_RUNNING_POLL_SECONDS")
         poll = RUNNING_POLL_SECONDS if poll_text is None else _poll_seconds(poll_text)
-        return cls(project, location, cluster, endpoint, kueue, queue, queued, namespaces, poll)
+        compute = get("compute_endpoint", "DWS_COMPUTE_ENDPOINT")
+        if compute is not None:
+            _check(
+                compute,
+                _HTTP_ENDPOINT_RE,
+                "DWS_COMPUTE_ENDPOINT",
+                "http://host:port of a Compute API emulator",
+            )
+        return cls(
+            project, location, cluster, endpoint, kueue, queue, queued, namespaces, poll, compute
+        )
 
 
 def _poll_seconds(text: str) -> float:

@@ -27,7 +27,13 @@ from dws_operator.controller.kube import (
     connect,
 )
 from dws_operator.controller.reconciler import Reconciler
-from dws_operator.gke import GkeError, NodePoolClient
+from dws_operator.gke import (
+    ComputeApis,
+    GkeError,
+    NodePoolClient,
+    WorkloadPolicyClient,
+    connect_compute,
+)
 from dws_operator.gke import connect as connect_gke
 from dws_operator.reconcile import Event, ReconcileConfig
 from dws_operator.workload import REQUEST_LABEL
@@ -142,6 +148,24 @@ async def run_passes(
         await pause(stopped, wake, max(delay - MIN_PASS_SECONDS, 0.0))
 
 
+def _reconciler(
+    config: OperatorConfig, kube: KubeApi, kueue: bool, gke_api: Any, compute: ComputeApis
+) -> Reconciler:
+    return Reconciler(
+        kube,
+        NodePoolClient(gke_api, config.cluster_path),
+        ReconcileConfig(
+            kueue=kueue,
+            default_queue=config.default_queue,
+            queued_queue=config.queued_queue,
+            location=config.location,
+            running_poll_seconds=config.running_poll_seconds,
+        ),
+        post_event,
+        WorkloadPolicyClient(compute, config.project),
+    )
+
+
 def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> kopf.OperatorRegistry:
     """Handlers bound to `config`; a registry of their own, so tests can run several."""
     registry = kopf.OperatorRegistry()
@@ -172,20 +196,10 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
         installed = config.kueue != KueueMode.DISABLED and await kube.has_api_group(KUEUE_GROUP)
         if config.kueue == KueueMode.REQUIRED and not installed:
             raise kopf.PermanentError("DWS_KUEUE=required but Kueue's CRDs are not installed")
-        gke_api = connect_gke(config.gke_endpoint)
-        memo.api, memo.gke_api = api, gke_api
-        memo.reconciler = Reconciler(
-            kube,
-            NodePoolClient(gke_api, config.cluster_path),
-            ReconcileConfig(
-                kueue=installed,
-                default_queue=config.default_queue,
-                queued_queue=config.queued_queue,
-                location=config.location,
-                running_poll_seconds=config.running_poll_seconds,
-            ),
-            post_event,
-        )
+        memo.api = api
+        memo.gke_api = connect_gke(config.gke_endpoint)
+        memo.compute = connect_compute(config.compute_endpoint)
+        memo.reconciler = _reconciler(config, kube, installed, memo.gke_api, memo.compute)
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:
@@ -193,6 +207,8 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
             await memo.api.close()
         if "gke_api" in memo:
             await memo.gke_api.transport.close()
+        if "compute" in memo:
+            memo.compute.close()
 
     # On exit, a pass in flight gets a moment to finish before it is cancelled (a cancelled
     # one is safe too: every pass is idempotent, but finishing keeps the log quiet).
@@ -219,17 +235,9 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
         finally:
             wakeups.forget(namespace, name, wake)
 
+    # Our Jobs, and the JobSets of several slices (their own conditions come after their
+    # Jobs' last events); kopf watches JobSets only where their CRD is installed.
     @kopf.on.event("batch", "v1", "jobs", labels={REQUEST_LABEL: kopf.PRESENT}, registry=registry)
-    async def job_changed(
-        namespace: str | None, labels: Mapping[str, str], type: str | None, **_: Any
-    ) -> None:
-        # Async, so the flag is raised on the daemons' own loop (sync handlers run in threads).
-        # The initial listing (type None) changes nothing the daemon has not read itself.
-        if namespace is not None and type is not None:
-            wakeups.wake(namespace, labels[REQUEST_LABEL])
-
-    # A JobSet's own conditions (Completed, Failed) come after its Jobs' last events.
-    # kopf watches the resource only where the JobSet CRD is installed.
     @kopf.on.event(
         JOBSET_GROUP,
         JOBSET_VERSION,
@@ -237,9 +245,11 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
         labels={REQUEST_LABEL: kopf.PRESENT},
         registry=registry,
     )
-    async def jobset_changed(
+    async def workload_changed(
         namespace: str | None, labels: Mapping[str, str], type: str | None, **_: Any
     ) -> None:
+        # Async, so the flag is raised on the daemons' own loop (sync handlers run in threads).
+        # The initial listing (type None) changes nothing the daemon has not read itself.
         if namespace is not None and type is not None:
             wakeups.wake(namespace, labels[REQUEST_LABEL])
 

@@ -15,8 +15,16 @@ from typing import Any
 from dws_operator.api import TrainingRequestStatus
 from dws_operator.controller.kube import KubeApi
 from dws_operator.controller.observe import observe
-from dws_operator.gke import GkeError, NodePoolClient, pool_labels, render_node_pool
+from dws_operator.gke import (
+    GkeError,
+    NodePoolClient,
+    WorkloadPolicyClient,
+    pool_labels,
+    region_of,
+    render_node_pool,
+)
 from dws_operator.multislice import JOBSET_KIND
+from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import (
     Action,
     CreateJob,
@@ -50,12 +58,18 @@ def _dump(status: TrainingRequestStatus) -> dict[str, Any]:
 
 class Reconciler:
     def __init__(
-        self, kube: KubeApi, gke: NodePoolClient, config: ReconcileConfig, emit: EventSink
+        self,
+        kube: KubeApi,
+        gke: NodePoolClient,
+        config: ReconcileConfig,
+        emit: EventSink,
+        policies: WorkloadPolicyClient | None = None,
     ) -> None:
         self.kube = kube
         self.gke = gke
         self.config = config
         self.emit = emit
+        self.policies = policies
 
     async def reconcile(self, namespace: str, name: str) -> Decision | None:
         """One pass over the request as it is now; None when it no longer exists."""
@@ -85,7 +99,9 @@ class Reconciler:
         match action:
             case CreateNodePool(name=name, plan=plan):
                 labels = pool_labels(request.namespace, request.name, request.uid)
-                await self.gke.create(render_node_pool(plan, name=name, labels=labels), request.uid)
+                policy = await self._workload_policy(plan)
+                pool = render_node_pool(plan, name=name, labels=labels, workload_policy=policy)
+                await self.gke.create(pool, request.uid)
             case ScaleNodePoolToZero(name=name):
                 await self.gke.scale_to_zero(name)
             case DeleteNodePool(name=name):
@@ -102,6 +118,21 @@ class Reconciler:
                 await self.kube.delete_job(request.namespace, name)
             case DeleteService(name=name):
                 await self.kube.delete_service(request.namespace, name)
+
+    async def _workload_policy(self, plan: SlicePlan) -> str | None:
+        """The workload policy placing the slice (made or reused), when it needs one."""
+        placement = plan.node_pool.placement_policy
+        if placement is None or not placement.workload_policy:
+            return None
+        if self.policies is None or self.config.location is None:
+            raise GkeError(
+                retryable=False,
+                reason="WorkloadPolicyUnavailable",
+                message=f"{plan.accelerator} slices need a Compute workload policy, and this "
+                "operator has no Compute client",
+            )
+        region = region_of(self.config.location)
+        return await self.policies.ensure_workload_policy(region, placement.tpu_topology)
 
     async def _gke_failed(
         self, observed: Observed, decision: Decision, action: Action, error: GkeError
