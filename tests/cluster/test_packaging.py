@@ -257,6 +257,7 @@ def test_the_chart_rbac_is_enough_and_no_more(
                 location="us-central1",
                 cluster="sandbox",
                 gke_endpoint=emulator.endpoint,
+                compute_endpoint=emulator.compute_endpoint,
                 kueue=KueueMode.DISABLED,
             )
             scenario = Scenario(api, namespace, emulator)

@@ -132,6 +132,7 @@ class Sandbox:
                 location="us-central1",
                 cluster=DEFAULT_CLUSTER.rsplit("/", 1)[-1],
                 gke_endpoint=emulator.endpoint,
+                compute_endpoint=emulator.compute_endpoint,
                 kueue=KueueMode.REQUIRED if kueue else KueueMode.DISABLED,
                 default_queue=QUEUE if kueue else None,
                 queued_queue=QUEUED_QUEUE if kueue else None,

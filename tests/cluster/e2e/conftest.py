@@ -85,6 +85,7 @@ def stack(
                 location="us-central1",
                 cluster=DEFAULT_CLUSTER.rsplit("/", 1)[-1],
                 gke_endpoint=emulator.endpoint,
+                compute_endpoint=emulator.compute_endpoint,
                 kueue=kueue,
                 default_queue=queue,
                 # Only this test's namespace: earlier tests' leftovers are not its business.

@@ -29,6 +29,7 @@ def operator_config(emulator: ClusterManagerEmulator, namespace: str) -> Operato
         location="us-central1",
         cluster="sandbox",
         gke_endpoint=emulator.endpoint,
+        compute_endpoint=emulator.compute_endpoint,
         kueue=KueueMode.DISABLED,
         # Only this test's namespace: earlier tests' leftovers are not its business.
         namespaces=(namespace,),

@@ -88,8 +88,9 @@ def test_tpu_v6e_4x4_flex_start(scenario: Scenario) -> None:
             {"provisioning": {"reservation": "blk-7"}},
             "reservation",
         ),
+        (tpu("tpu7x", "2x2x2"), "FlexStart", {}, "workload-policy"),
     ],
-    ids=["single-host-tpu", "spot-gpu", "on-demand-gpu", "reservation-tpu"],
+    ids=["single-host-tpu", "spot-gpu", "on-demand-gpu", "reservation-tpu", "ironwood"],
 )
 def test_modes_run_to_completion(
     scenario: Scenario, accelerator: dict, mode: str, extra: dict, check: str
@@ -118,6 +119,16 @@ def test_modes_run_to_completion(
             container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION
         )
         assert list(affinity.values) == ["blk-7"]
+    if check == "workload-policy":
+        # Ironwood's multi-host pool is placed by the workload policy the operator made.
+        assert pool.placement_policy.policy_name == "dws-high-throughput-2x2x2"
+        assert not pool.placement_policy.tpu_topology
+        policy = scenario.emulator.compute.policy(
+            "dws-sandbox", "us-central1", "dws-high-throughput-2x2x2"
+        )
+        assert policy is not None
+        assert policy.workload_policy.accelerator_topology == "2x2x2"
+        assert policy.workload_policy.type_ == "HIGH_THROUGHPUT"
     scenario.mark_pods("Succeeded", nodes)
     scenario.wait_phase("Succeeded")
     eventually(lambda: scenario.pool_max() == 0, timeout=10, what="the pool at zero")
