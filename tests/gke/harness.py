@@ -22,7 +22,7 @@ from dws_operator.gke import (
     render_node_pool,
 )
 from dws_operator.planning import plan_slice
-from tests.builders import make_spec
+from tests.builders import make_spec, tpu
 
 T = TypeVar("T")
 MakeEmulator = Callable[[EmulatorConfig], ClusterManagerEmulator]
@@ -58,3 +58,14 @@ def rendered(
 ) -> container_v1.NodePool:
     plan = plan_slice(make_spec(accelerator, mode, **extra), pool_name=name)
     return render_node_pool(plan, name=name, labels=LABELS)
+
+
+def queued_tpu(version: str, topology: str, name: str = "dws-pool") -> container_v1.NodePool:
+    """A TPU pool with flex-start and queued provisioning, as Cluster Toolkit's
+    dws-flex-start-queued-provisioning blueprints create it: the flex-start pool the
+    planner renders, queued, its VMs' run time left to each ProvisioningRequest
+    (`maxRunDurationSeconds`). Built by hand: the planner does not queue TPUs yet."""
+    pool = rendered(tpu(version, topology), "FlexStart", name=name)
+    pool.queued_provisioning = container_v1.NodePool.QueuedProvisioning(enabled=True)
+    container_v1.NodeConfig.pb(pool.config).ClearField("max_run_duration")
+    return pool
