@@ -60,12 +60,14 @@ def rendered(
     return render_node_pool(plan, name=name, labels=LABELS)
 
 
-def queued_tpu(version: str, topology: str, name: str = "dws-pool") -> container_v1.NodePool:
+def queued_tpu(
+    version: str, topology: str, name: str = "dws-pool", machine_type: str | None = None
+) -> container_v1.NodePool:
     """A TPU pool with flex-start and queued provisioning, as Cluster Toolkit's
     dws-flex-start-queued-provisioning blueprints create it: the flex-start pool the
     planner renders, queued, its VMs' run time left to each ProvisioningRequest
     (`maxRunDurationSeconds`). Built by hand: the planner does not queue TPUs yet."""
-    pool = rendered(tpu(version, topology), "FlexStart", name=name)
+    pool = rendered(tpu(version, topology, machine_type), "FlexStart", name=name)
     pool.queued_provisioning = container_v1.NodePool.QueuedProvisioning(enabled=True)
     container_v1.NodeConfig.pb(pool.config).ClearField("max_run_duration")
     return pool
