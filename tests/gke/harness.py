@@ -7,9 +7,11 @@ no async test plugin is needed.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import requests
 from google.cloud import container_v1
 
 from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
@@ -22,7 +24,7 @@ from dws_operator.gke import (
     render_node_pool,
 )
 from dws_operator.planning import plan_slice
-from tests.builders import make_spec
+from tests.builders import make_spec, tpu
 
 T = TypeVar("T")
 MakeEmulator = Callable[[EmulatorConfig], ClusterManagerEmulator]
@@ -65,6 +67,31 @@ def policies_url(
     return f"{base}/resourcePolicies" + (f"/{name}" if name else "")
 
 
+def make_policy(
+    emulator: ClusterManagerEmulator,
+    name: str,
+    workload: dict[str, Any] | None = None,
+    *,
+    region: str = "us-central1",
+    ready: bool = True,
+) -> None:
+    """Insert a resource policy straight into the Compute emulator (default: 2x2x2)."""
+    body: dict[str, Any] = {"name": name}
+    if workload is None:
+        workload = {"type": "HIGH_THROUGHPUT", "acceleratorTopology": "2x2x2"}
+    body["workloadPolicy" if "type" in workload else "groupPlacementPolicy"] = workload
+    answer = requests.post(policies_url(emulator, region=region), json=body, timeout=10)
+    assert answer.status_code == 200, answer.text
+    if not ready:
+        return
+    deadline = time.monotonic() + 10
+    while (policy := emulator.compute.policy("dws-sandbox", region, name)) is None or (
+        policy.status != "READY"
+    ):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
 def rendered(
     accelerator: dict[str, Any],
     mode: str = "FlexStart",
@@ -75,3 +102,21 @@ def rendered(
 ) -> container_v1.NodePool:
     plan = plan_slice(make_spec(accelerator, mode, **extra), pool_name=name)
     return render_node_pool(plan, name=name, labels=LABELS, workload_policy=workload_policy)
+
+
+def queued_tpu(
+    version: str,
+    topology: str,
+    name: str = "dws-pool",
+    machine_type: str | None = None,
+    *,
+    workload_policy: str | None = None,
+) -> container_v1.NodePool:
+    """A TPU pool with flex-start and queued provisioning, as the planner renders it (and
+    as Cluster Toolkit's dws-flex-start-queued-provisioning blueprints create it)."""
+    return rendered(
+        tpu(version, topology, machine_type),
+        "QueuedProvisioning",
+        name=name,
+        workload_policy=workload_policy,
+    )

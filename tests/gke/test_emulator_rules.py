@@ -13,7 +13,7 @@ from google.protobuf.duration_pb2 import Duration
 from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
 from dws_operator.gke import GkeError, NodePoolClient
 from tests.builders import gpu, tpu
-from tests.gke.harness import UID, rendered, run
+from tests.gke.harness import UID, make_policy, queued_tpu, rendered, run
 
 NodePool = container_v1.NodePool
 Affinity = container_v1.ReservationAffinity
@@ -25,6 +25,10 @@ def flex_tpu() -> NodePool:
 
 def queued_gpu() -> NodePool:
     return rendered(gpu("nvidia-h100-80gb", nodes=2), "QueuedProvisioning")
+
+
+def queued_v6e() -> NodePool:
+    return queued_tpu("v6e", "4x4")
 
 
 def spot_gpu() -> NodePool:
@@ -51,16 +55,25 @@ def set_(path: str, value: Any) -> Callable[[NodePool], None]:
     return edit
 
 
-def as_tpu_on_queued(pool: NodePool) -> None:
-    pool.config.machine_type = "ct6e-standard-4t"
-    pool.config.accelerators = []
-
-
 def as_flex_start(pool: NodePool) -> None:
     pool.config.flex_start = True
     pool.config.reservation_affinity = Affinity(
         consume_reservation_type=Affinity.Type.NO_RESERVATION
     )
+
+
+def as_queued_flex_start(pool: NodePool) -> None:
+    as_flex_start(pool)
+    pool.queued_provisioning = NodePool.QueuedProvisioning(enabled=True)
+
+
+def as_total_limits(low: int, high: int) -> Callable[[NodePool], None]:
+    def edit(pool: NodePool) -> None:
+        pool.autoscaling.min_node_count = pool.autoscaling.max_node_count = 0
+        pool.autoscaling.total_min_node_count = low
+        pool.autoscaling.total_max_node_count = high
+
+    return edit
 
 
 SPECIFIC = Affinity(
@@ -113,28 +126,58 @@ RULES = [
         id="flex-start-max-run-duration",
     ),
     pytest.param(
-        change(queued_gpu, as_tpu_on_queued),
-        "node_pool.queued_provisioning.enabled",
-        "Flex start node pools don't support TPUs with queued provisioning",
-        id="queued-provisioning-rejects-tpu",
+        change(queued_gpu, set_("config.flex_start", False)),
+        "node_pool.config.flex_start",
+        "queued provisioning node pools must use flex-start",
+        id="queued-provisioning-needs-flex-start",
     ),
     pytest.param(
-        change(
-            queued_gpu,
-            lambda pool: (
-                set_("config.flex_start", False)(pool),
-                set_("autoscaling.enabled", False)(pool),
-            ),
-        ),
+        change(queued_v6e, set_("config.flex_start", False)),
+        "node_pool.config.flex_start",
+        "queued provisioning node pools must use flex-start",
+        id="queued-provisioning-tpu-needs-flex-start",
+    ),
+    pytest.param(
+        change(queued_gpu, set_("autoscaling.enabled", False)),
         "node_pool.autoscaling.enabled",
         "queued provisioning node pools need autoscaling",
         id="queued-provisioning-needs-autoscaling",
+    ),
+    pytest.param(
+        change(queued_v6e, set_("autoscaling.min_node_count", 1)),
+        "node_pool.autoscaling.min_node_count",
+        "scale from zero: must be 0, got 1",
+        id="queued-provisioning-min-zero",
+    ),
+    pytest.param(
+        change(queued_gpu, as_total_limits(low=1, high=2)),
+        "node_pool.autoscaling.total_min_node_count",
+        "scale from zero: must be 0, got 1",
+        id="queued-provisioning-total-min-zero",
     ),
     pytest.param(
         change(queued_gpu, set_("initial_node_count", 2)),
         "node_pool.initial_node_count",
         "start empty",
         id="queued-provisioning-starts-empty",
+    ),
+    pytest.param(
+        change(queued_v6e, set_("initial_node_count", 4)),
+        "node_pool.initial_node_count",
+        "start empty",
+        id="queued-provisioning-tpu-starts-empty",
+    ),
+    pytest.param(
+        change(queued_gpu, set_("config.reservation_affinity", SPECIFIC)),
+        "node_pool.config.reservation_affinity.consume_reservation_type",
+        "queued provisioning node pools cannot consume reservations",
+        id="queued-provisioning-no-reservation",
+    ),
+    pytest.param(
+        change(lambda: rendered(tpu("v4", "2x2x2"), "OnDemand"), as_queued_flex_start),
+        "node_pool.config.machine_type",
+        "flex-start does not support TPU v3 or v4 (ct4p-hightpu-4t)",
+        id="queued-provisioning-rejects-tpu-v4",
     ),
     pytest.param(
         change(flex_tpu, set_("config.machine_type", "ct6e-standard-8t")),
@@ -271,6 +314,49 @@ def test_invalid_pool_is_rejected(
     assert call.code == grpc.StatusCode.INVALID_ARGUMENT
     assert emulator.node_pool(f"{DEFAULT_CLUSTER}/nodePools/{pool.name}") is None
     assert emulator.operations() == []
+
+
+#: TPU pools flex-start with queued provisioning serves: (version, topology, nodes per slice).
+QUEUED_TPUS = [
+    pytest.param("v5e", "2x2", 1, id="v5e-single-host"),
+    pytest.param("v5e", "4x4", 4, id="v5e-multi-host"),
+    pytest.param("v5p", "2x2x1", 1, id="v5p-single-host"),
+    pytest.param("v5p", "2x2x2", 2, id="v5p-multi-host"),
+    pytest.param("v6e", "2x2", 1, id="v6e-single-host"),
+    pytest.param("v6e", "4x4", 4, id="v6e-multi-host"),
+    pytest.param("tpu7x", "2x2x1", 1, id="tpu7x-single-host"),
+    pytest.param("tpu7x", "2x2x2", 2, id="tpu7x-multi-host"),
+]
+
+
+@pytest.mark.parametrize(("version", "topology", "nodes"), QUEUED_TPUS)
+def test_queued_tpu_pool_is_created_empty(
+    emulator: ClusterManagerEmulator, version: str, topology: str, nodes: int
+) -> None:
+    policy = None
+    if version == "tpu7x" and nodes > 1:
+        # Ironwood's multi-host slices are placed by a workload policy, queued or not.
+        policy = "dws-high-throughput-2x2x2"
+        make_policy(emulator, policy)
+    pool = queued_tpu(version, topology, workload_policy=policy)
+    path = f"{DEFAULT_CLUSTER}/nodePools/{pool.name}"
+
+    async def scenario(client: NodePoolClient) -> NodePool | None:
+        created = await client.create(pool, UID)
+        assert created.operation is not None
+        await client.wait(created.operation)
+        return await client.get(pool.name)
+
+    served = run(emulator, scenario)
+    assert served is not None
+    assert served.status == NodePool.Status.RUNNING
+    assert served.queued_provisioning.enabled
+    assert served.config.flex_start
+    assert (served.autoscaling.min_node_count, served.autoscaling.max_node_count) == (0, nodes)
+    assert served.placement_policy.tpu_topology == (topology if nodes > 1 else "")
+    assert emulator.node_count(path) == 0
+    [call] = emulator.calls_for("CreateNodePool")
+    assert call.code == grpc.StatusCode.OK
 
 
 def test_autoscaling_changes_are_validated(emulator: ClusterManagerEmulator) -> None:

@@ -21,7 +21,7 @@ from dws_operator.emulator.nodes import pool_shape
 from dws_operator.emulator.placement import SINGLE_HOST_TOPOLOGY
 from dws_operator.gke import GkeError, NodePoolClient, WorkloadPolicyClient, connect_compute
 from tests.builders import gpu, tpu
-from tests.gke.harness import FAST, UID, MakeEmulator, policies_url, rendered, run
+from tests.gke.harness import FAST, UID, MakeEmulator, make_policy, policies_url, rendered, run
 
 NodePool = container_v1.NodePool
 Placement = NodePool.PlacementPolicy
@@ -32,31 +32,6 @@ GKE_MESSAGE = (
     "Creation of a managed instance group with tpu7x-standard-4t machine type with "
     "placement policy is not supported. Use workload policy instead."
 )
-
-
-def make_policy(
-    emulator: ClusterManagerEmulator,
-    name: str,
-    workload: dict[str, Any] | None = None,
-    *,
-    region: str = REGION,
-    ready: bool = True,
-) -> None:
-    """Insert a resource policy straight into the Compute emulator (default: 2x2x2)."""
-    body: dict[str, Any] = {"name": name}
-    if workload is None:
-        workload = {"type": "HIGH_THROUGHPUT", "acceleratorTopology": "2x2x2"}
-    body["workloadPolicy" if "type" in workload else "groupPlacementPolicy"] = workload
-    answer = requests.post(policies_url(emulator, region=region), json=body, timeout=10)
-    assert answer.status_code == 200, answer.text
-    if not ready:
-        return
-    deadline = time.monotonic() + 10
-    while (policy := emulator.compute.policy(PROJECT, region, name)) is None or (
-        policy.status != "READY"
-    ):
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
 
 
 def placed(pool: NodePool, **placement: Any) -> NodePool:

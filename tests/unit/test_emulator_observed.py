@@ -16,11 +16,11 @@ from dws_operator.emulator.observed import (
     disrupted_status,
     node_index,
     pending_by_pool,
-    queued_pool_for,
+    queued_pools_for,
     unschedulable,
 )
 from tests.builders import gpu, tpu
-from tests.gke.harness import rendered
+from tests.gke.harness import queued_tpu, rendered
 
 CONSUME = "autoscaling.x-k8s.io/consume-provisioning-request"
 
@@ -105,22 +105,41 @@ def test_pending_pods_go_to_the_named_pool_or_the_first_that_fits() -> None:
     }
 
 
-def test_queued_pool_for_a_provisioning_request_template() -> None:
+def test_queued_pools_for_a_provisioning_request_template() -> None:
     first = view(rendered(gpu("nvidia-h100-80gb", nodes=2), "QueuedProvisioning", name="q-1"))
     second = view(rendered(gpu("nvidia-h100-80gb", nodes=2), "QueuedProvisioning", name="q-2"))
     flex = view(rendered(gpu("nvidia-h100-80gb", nodes=2), name="flex"))
-    pools = {p.name: p for p in (first, second, flex)}
+    pools = {p.name: p for p in (second, first, flex)}
     selector = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
     spec = {"nodeSelector": selector, "containers": [{"name": "c"}]}
     spec["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "8"}}
-    assert queued_pool_for(pools, spec) is first
+    assert queued_pools_for(pools, spec) == [first, second]
     named = {**spec, "nodeSelector": {**selector, "cloud.google.com/gke-nodepool": "q-2"}}
-    assert queued_pool_for(pools, named) is second
+    assert queued_pools_for(pools, named) == [second]
     not_queued = {**spec, "nodeSelector": {"cloud.google.com/gke-nodepool": "flex"}}
-    assert queued_pool_for(pools, not_queued) is None
+    assert queued_pools_for(pools, not_queued) == []
     tpu_spec = {"nodeSelector": {}, "containers": [{"name": "c"}]}
     tpu_spec["containers"][0]["resources"] = {"limits": {"google.com/tpu": "4"}}
-    assert queued_pool_for({"t": view(rendered(tpu("v6e", "2x2"), name="t"))}, tpu_spec) is None
+    assert queued_pools_for({"t": view(rendered(tpu("v6e", "2x2"), name="t"))}, tpu_spec) == []
+
+
+def test_queued_tpu_pools_for_the_tpu_selectors() -> None:
+    v6e = view(queued_tpu("v6e", "4x4", name="v6e-4x4"))
+    v6e_small = view(queued_tpu("v6e", "2x4", name="v6e-2x4"))
+    v5e = view(queued_tpu("v5e", "4x4", name="v5e-4x4"))
+    flex = view(rendered(tpu("v6e", "4x4"), name="flex"))
+    pools = {p.name: p for p in (v6e, v6e_small, v5e, flex)}
+    selector = {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+        "cloud.google.com/gke-tpu-topology": "4x4",
+        "cloud.google.com/gke-queued": "true",
+    }
+    spec = {"nodeSelector": selector, "containers": [{"name": "c"}]}
+    spec["containers"][0]["resources"] = {"limits": {"google.com/tpu": "4"}}
+    assert queued_pools_for(pools, spec) == [v6e]
+    # Without the topology: both v6e pools, by name; the topology parameter then chooses.
+    any_shape = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice"}
+    assert queued_pools_for(pools, {**spec, "nodeSelector": any_shape}) == [v6e_small, v6e]
 
 
 def test_a_booking_is_consumed_only_by_a_live_pod_in_its_namespace() -> None:

@@ -24,7 +24,8 @@ by kwok) with the pool as the emulator holds it:
   scenario's times. Either way the node's pods are first marked Failed with a
   `DisruptionTarget` condition (reason `TerminationByKubelet`, as the kubelet's
   graceful node shutdown does), then the node is deleted and the count lowered.
-- Queued pools scale up only through ProvisioningRequests (see `queued`).
+- Queued pools scale up only through ProvisioningRequests (see `queued`; a TPU pool
+  only by whole slices, see `whole_slices`): their pending pods never scale them.
 
 What it reads is judged in `observed` (pure); what it writes goes through `fleet`.
 

@@ -2,9 +2,10 @@
 
 Labels, taints and resources follow the facts sheet (sections 1-3): the pool name,
 the accelerator (`gke-tpu-accelerator` + `gke-tpu-topology`, or `gke-accelerator`),
-the provisioning mode (flex-start, spot, queued), zone and machine type, plus the
-labels of the pool's NodeConfig. Allocatable is the machine's capacity minus GKE's
-kubelet and system reservations. Every node is annotated `kwok.x-k8s.io/node: fake`
+the provisioning mode (flex-start, spot, queued: the label and taint
+`cloud.google.com/gke-queued`), zone and machine type, plus the labels of the pool's
+NodeConfig. Allocatable is the machine's capacity minus GKE's kubelet and system
+reservations. Every node is annotated `kwok.x-k8s.io/node: fake`
 so kwok plays its kubelet (see `stages`).
 """
 
@@ -38,6 +39,9 @@ KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 PROVISIONING_LABEL_KEY = "cloud.google.com/gke-provisioning"
 MAX_RUN_DURATION_LABEL_KEY = "cloud.google.com/gke-max-run-duration-seconds"
 TERMINATION_ANNOTATION = "node.gke.io/machine-termination-datetime"
+#: Queued nodes carry `cloud.google.com/gke-queued` as a label ("true", which pods select:
+#: Cluster Toolkit's queued TPU JobSets do) and as a NoSchedule taint, under one key.
+QUEUED_LABEL_KEY = QUEUED_TAINT_KEY
 HOSTNAME_LABEL_KEY = "kubernetes.io/hostname"
 ZONE_LABEL_KEY = "topology.kubernetes.io/zone"
 REGION_LABEL_KEY = "topology.kubernetes.io/region"
@@ -175,6 +179,8 @@ class PoolShape:
         if self.spot:
             labels[SPOT_LABEL_KEY] = "true"
             labels[PROVISIONING_LABEL_KEY] = "spot"
+        if self.queued:
+            labels[QUEUED_LABEL_KEY] = "true"
         if self.max_run_duration_seconds:
             labels[MAX_RUN_DURATION_LABEL_KEY] = str(self.max_run_duration_seconds)
         return labels

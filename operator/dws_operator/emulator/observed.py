@@ -135,15 +135,16 @@ def pending_by_pool(pools: dict[str, PoolView], pods: list[Obj]) -> dict[str, li
     return found
 
 
-def queued_pool_for(pools: dict[str, PoolView], spec: Obj) -> PoolView | None:
-    """The running queued-provisioning pool a ProvisioningRequest's pod template lands on."""
+def queued_pools_for(pools: dict[str, PoolView], spec: Obj) -> list[PoolView]:
+    """The running queued-provisioning pools a ProvisioningRequest's pod template lands on,
+    by name: the one its `cloud.google.com/gke-nodepool` selector names, or all it fits."""
     queued = sorted(
         (p for p in pools.values() if p.running and p.shape.queued), key=lambda p: p.name
     )
     named = (spec.get("nodeSelector") or {}).get(NODE_POOL_LABEL_KEY)
     if named is not None:
-        return next((p for p in queued if p.name == named), None)
-    return next((p for p in queued if fits(p.shape, spec)), None)
+        return [p for p in queued if p.name == named]
+    return [p for p in queued if fits(p.shape, spec)]
 
 
 def consumed(key: tuple[str, str], pods: list[Obj]) -> bool:

@@ -7,7 +7,9 @@ node selector names the pool outright; otherwise the first pool, by name, whose 
 carry every label of the node selector, provide the extended resources the containers
 request and whose taints the pod tolerates (ignoring the accelerator and
 `cloud.google.com/gke-queued` taints GKE tolerates for it). No match: the request stays
-Accepted, waiting, as GKE leaves it.
+Accepted, waiting, as GKE leaves it. Of the matching pools, a TPU request takes the first
+that can give it whole slices of the topology it names (`whole_slices`); if none can, it
+is answered Provisioned=False (`NotProvisioned`) and gets no nodes.
 """
 
 from __future__ import annotations
@@ -21,12 +23,16 @@ PLURAL = "provisioningrequests"
 QUEUED_CLASS = "queued-provisioning.gke.io"
 CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
 MAX_RUN_PARAMETER = "maxRunDurationSeconds"
+#: The slice shape a TPU request asks for (Kueue copies it from its ProvisioningRequestConfig).
+TPU_TOPOLOGY_PARAMETER = "tpu-topology"
 
 ACCEPTED = "Accepted"
 PROVISIONED = "Provisioned"
 FAILED = "Failed"
 BOOKING_EXPIRED = "BookingExpired"
 CAPACITY_REVOKED = "CapacityRevoked"
+#: Provisioned=False while the nodes are not there (GKE: "a temporary state").
+NOT_PROVISIONED = "NotProvisioned"
 
 
 def now_rfc3339() -> str:
@@ -74,9 +80,15 @@ def details(pool: str, resize_request: str, zone: str) -> dict[str, str]:
     return {"NodePoolName": pool, "ResizeRequestName": resize_request, "SelectedZone": zone}
 
 
+def parameter(body: dict[str, Any], name: str) -> str | None:
+    """`spec.parameters[name]`, or None when absent."""
+    raw = ((body.get("spec") or {}).get("parameters") or {}).get(name)
+    return None if raw is None else str(raw)
+
+
 def max_run_seconds(body: dict[str, Any]) -> float | None:
     """`spec.parameters.maxRunDurationSeconds`, or None when absent or malformed."""
-    raw = ((body.get("spec") or {}).get("parameters") or {}).get(MAX_RUN_PARAMETER)
+    raw = parameter(body, MAX_RUN_PARAMETER)
     try:
         return float(raw) if raw is not None else None
     except ValueError:

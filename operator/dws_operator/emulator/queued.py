@@ -1,5 +1,7 @@
 """Queued provisioning as GKE answers it: ProvisioningRequests of class
-`queued-provisioning.gke.io` turned into Nodes, all at once or not at all.
+`queued-provisioning.gke.io` turned into Nodes, all at once or not at all (a TPU
+request only by whole slices of its topology, see `whole_slices`: otherwise
+Provisioned=False, `NotProvisioned`).
 
 Each request goes Accepted, then Provisioned (with NodePoolName, ResizeRequestName and
 SelectedZone) once its nodes exist; BookingExpired `booking_seconds` later if no pod
@@ -13,7 +15,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from dws_operator.emulator import provreq
+from dws_operator.emulator import provreq, whole_slices
 from dws_operator.emulator.fleet import Fleet
 from dws_operator.emulator.nodes import max_nodes
 from dws_operator.emulator.observed import (
@@ -22,7 +24,7 @@ from dws_operator.emulator.observed import (
     accelerator_of,
     consumed,
     name_of,
-    queued_pool_for,
+    queued_pools_for,
 )
 from dws_operator.emulator.scenario import SimScenario
 
@@ -144,8 +146,16 @@ class QueuedCapacity:
         template = self.fleet.pod_template(key[0], template_name)
         if template is None:
             return
-        pool = queued_pool_for(pools, (template.get("template") or {}).get("spec") or {})
-        if pool is None or len(pool.nodes) + count > max_nodes(pool.pool):
+        spec = (template.get("template") or {}).get("spec") or {}
+        topology = provreq.parameter(body, provreq.TPU_TOPOLOGY_PARAMETER)
+        choice = whole_slices.choose(queued_pools_for(pools, spec), count, topology)
+        if choice is None:
+            return
+        pool = choice.pool
+        if choice.refusal is not None:
+            self._not_provisioned(key, body, choice.refusal)
+            return
+        if len(pool.nodes) + count > max_nodes(pool.pool):
             return
         zone = self.scenario.capacity_zone(
             list(pool.pool.locations), accelerator_of(pool.shape), waited
@@ -175,6 +185,17 @@ class QueuedCapacity:
                 "provisioningClassDetails": provreq.details(pool.name, resize, zone),
             },
         )
+
+    def _not_provisioned(self, key: Key, body: Obj, message: str) -> None:
+        """Provisioned=False, written once (not on every pass) while the answer stands."""
+        current = provreq.condition(body, provreq.PROVISIONED) or {}
+        said = (current.get("status"), current.get("reason"), current.get("message"))
+        if said == ("False", provreq.NOT_PROVISIONED, message):
+            return
+        conditions = provreq.with_condition(
+            body, provreq.PROVISIONED, False, provreq.NOT_PROVISIONED, message
+        )
+        self.fleet.patch_provisioning_request(key, {"conditions": conditions})
 
     def _set(self, key: Key, body: Obj, type_: str, reason: str, message: str) -> None:
         conditions = provreq.with_condition(body, type_, True, reason, message)

@@ -15,7 +15,7 @@ from dws_operator.emulator.nodes import (
 from dws_operator.emulator.scenario import CapacityRule, SimScenario
 from dws_operator.emulator.stages import kwok_config
 from tests.builders import gpu, tpu
-from tests.gke.harness import rendered
+from tests.gke.harness import queued_tpu, rendered
 
 
 def test_gke_reservations() -> None:
@@ -42,6 +42,7 @@ def test_queued_gpu_pool_shape_and_matching() -> None:
     shape = pool_shape(pool)
     assert shape.queued
     assert [t.key for t in shape.taints] == ["nvidia.com/gpu", "cloud.google.com/gke-queued"]
+    assert shape.labels["cloud.google.com/gke-queued"] == "true"
     assert max_nodes(pool) == 2
     selector = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
     # GKE tolerates the GPU and queued taints for a pod that requests GPUs.
@@ -52,6 +53,39 @@ def test_queued_gpu_pool_shape_and_matching() -> None:
     assert accepts(shape, selector, [toleration], set())
     assert not accepts(shape, {"cloud.google.com/gke-accelerator": "nvidia-l4"}, [], set())
     assert not accepts(shape, selector, [toleration], {"google.com/tpu"})
+
+
+def test_queued_tpu_pool_shape_labels_and_taints() -> None:
+    shape = pool_shape(queued_tpu("v6e", "4x4", name="q"))
+    assert (shape.queued, shape.flex_start, shape.tpu_topology, shape.slice_nodes) == (
+        True,
+        True,
+        "4x4",
+        4,
+    )
+    labels = shape.labels
+    assert {k: labels[k] for k in labels if k.startswith("cloud.google.com/gke-")} == {
+        "cloud.google.com/gke-nodepool": "q",
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+        "cloud.google.com/gke-tpu-topology": "4x4",
+        "cloud.google.com/gke-flex-start": "true",
+        "cloud.google.com/gke-provisioning": "flex-start",
+        "cloud.google.com/gke-queued": "true",
+        "cloud.google.com/gke-os-distribution": "cos",
+        "cloud.google.com/gke-container-runtime": "containerd",
+    }
+    assert [t.manifest() for t in shape.taints] == [
+        {"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"},
+        {"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NoSchedule"},
+    ]
+    # Cluster Toolkit's queued TPU pods select the topology and the queued label.
+    selector = {"cloud.google.com/gke-tpu-topology": "4x4", "cloud.google.com/gke-queued": "true"}
+    assert accepts(shape, selector, [], {"google.com/tpu"})
+    assert not accepts(shape, {**selector, "cloud.google.com/gke-tpu-topology": "2x4"}, [], set())
+    # A flex-start pool without queueing lacks the label: such pods never land there.
+    plain = pool_shape(rendered(tpu("v6e", "4x4"), name="flex"))
+    assert "cloud.google.com/gke-queued" not in plain.labels
+    assert not accepts(plain, selector, [], {"google.com/tpu"})
 
 
 def test_capacity_rules_first_match_wins() -> None:
