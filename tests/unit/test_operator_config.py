@@ -22,8 +22,10 @@ def test_from_environment() -> None:
             "DWS_QUEUED_QUEUE": "dws-queued",
             "DWS_NAMESPACES": "team-a, team-b",
             "DWS_RUNNING_POLL_SECONDS": "60",
+            "DWS_COMPUTE_ENDPOINT": "http://127.0.0.1:8471",
         }
     )
+    assert config.compute_endpoint == "http://127.0.0.1:8471"
     assert config.queued_queue == "dws-queued"
     assert config.running_poll_seconds == 60.0
     assert config.cluster_path == "projects/my-project/locations/us-central1/clusters/c1"
@@ -62,6 +64,7 @@ def test_flags_win_over_environment() -> None:
         ({**BASE, "DWS_GKE_LOCATION": "moon"}, "DWS_GKE_LOCATION='moon' is not valid"),
         ({**BASE, "DWS_GKE_CLUSTER": "Bad_Name"}, "DWS_GKE_CLUSTER='Bad_Name' is not valid"),
         ({**BASE, "DWS_GKE_ENDPOINT": "nohostport"}, "DWS_GKE_ENDPOINT='nohostport'"),
+        ({**BASE, "DWS_COMPUTE_ENDPOINT": "127.0.0.1:1"}, "DWS_COMPUTE_ENDPOINT='127.0.0.1:1'"),
         ({**BASE, "DWS_KUEUE": "maybe"}, "use auto, required or disabled"),
         ({**BASE, "DWS_DEFAULT_QUEUE": "Q!"}, "DWS_DEFAULT_QUEUE='Q!' is not valid"),
         ({**BASE, "DWS_QUEUED_QUEUE": "Q?"}, "DWS_QUEUED_QUEUE='Q?' is not valid"),

@@ -27,6 +27,10 @@ def register(commands: Any) -> None:
     parser.add_argument("--location", help="GKE cluster location (DWS_GKE_LOCATION)")
     parser.add_argument("--cluster", help="GKE cluster name (DWS_GKE_CLUSTER)")
     parser.add_argument("--gke-endpoint", help="host:port of a GKE emulator (DWS_GKE_ENDPOINT)")
+    parser.add_argument(
+        "--compute-endpoint",
+        help="http://host:port of a Compute emulator, for workload policies (DWS_COMPUTE_ENDPOINT)",
+    )
     parser.add_argument("--kueue", help="auto, required or disabled (DWS_KUEUE)")
     parser.add_argument("--default-queue", help="default Kueue LocalQueue (DWS_DEFAULT_QUEUE)")
     parser.add_argument(
@@ -50,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
             location=args.location,
             cluster=args.cluster,
             gke_endpoint=args.gke_endpoint,
+            compute_endpoint=args.compute_endpoint,
             kueue=args.kueue,
             default_queue=args.default_queue,
             queued_queue=args.queued_queue,
