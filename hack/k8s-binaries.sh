@@ -6,14 +6,16 @@
 # Targets:
 #   etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm crds
 #                 the default set (used when no target is given; also: "default")
-#   kueue         the Kueue manager binary; built only when asked (or with "all")
-#   all           the default set plus kueue
+#   kueue jobset  the Kueue manager and the JobSet controller-manager binaries; built
+#                 only when asked (or with "all")
+#   all           the default set plus kueue and jobset
 #
 # Versions come from hack/versions.env (the one place they are pinned). Results go to
 #   ${DWS_CACHE_DIR:-$HOME/.cache/dws-operator}/bin/<tag>/
 # where <tag> names every pin, e.g. k8s-v1.36.4_etcd-v3.6.16_kwok-v0.8.0_..., with:
-#   <dir>/etcd, <dir>/kube-apiserver, ..., <dir>/kueue
+#   <dir>/etcd, <dir>/kube-apiserver, ..., <dir>/kueue, <dir>/jobset
 #   <dir>/crds/kueue/*.yaml                 Kueue's CRDs
+#   <dir>/crds/jobset/*.yaml                JobSet's CRD (jobset.x-k8s.io)
 #   <dir>/crds/provisioningrequest/*.yaml   autoscaling.x-k8s.io ProvisioningRequest CRD
 # The LAST line on stdout is that directory; progress and errors go to stderr.
 # Whatever is already there is reused. --print-dir prints the directory and builds nothing.
@@ -50,7 +52,7 @@ while IFS= read -r line || [[ -n $line ]]; do
     die "${VERSIONS_FILE}:${lineno}: expected a plain KEY=value line, got: ${line}"
   fi
 done <"$VERSIONS_FILE"
-for key in KUBERNETES_VERSION ETCD_VERSION KWOK_VERSION HELM_VERSION KUEUE_VERSION AUTOSCALER_PROVREQ_VERSION; do
+for key in KUBERNETES_VERSION ETCD_VERSION KWOK_VERSION HELM_VERSION KUEUE_VERSION JOBSET_VERSION AUTOSCALER_PROVREQ_VERSION; do
   [[ -n ${PIN[$key]:-} ]] || die "${VERSIONS_FILE}: ${key} is not set"
   [[ ${PIN[$key]} =~ ^v[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]+)?$ ]] ||
     die "${VERSIONS_FILE}: ${key}=${PIN[$key]} is not a Go module version (vX.Y.Z)"
@@ -60,6 +62,7 @@ ETCD_V=${PIN[ETCD_VERSION]}
 KWOK_V=${PIN[KWOK_VERSION]}
 HELM_V=${PIN[HELM_VERSION]}
 KUEUE_V=${PIN[KUEUE_VERSION]}
+JOBSET_V=${PIN[JOBSET_VERSION]}
 PROVREQ_V=${PIN[AUTOSCALER_PROVREQ_VERSION]}
 GO_MIN=${PIN[GO_MIN_VERSION]:-}
 
@@ -72,15 +75,17 @@ HELM_MAJOR=${HELM_MAJOR%%.*}
 ((HELM_MAJOR >= 3)) || die "${VERSIONS_FILE}: HELM_VERSION=${HELM_V}: only Helm 3 and newer (helm.sh/helm/vN) can be built"
 HELM_MOD=helm.sh/helm/v${HELM_MAJOR}
 KUEUE_MOD=sigs.k8s.io/kueue
+JOBSET_MOD=sigs.k8s.io/jobset # its root package is the controller-manager's main package
 PROVREQ_MOD=k8s.io/autoscaler/cluster-autoscaler/apis
 KUEUE_CRD_SUBDIR=config/components/crd/bases
+JOBSET_CRD_SUBDIR=config/components/crd/bases
 PROVREQ_CRD_FILE=config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml
 
 # Cache directory: one per combination of pins.
 short_version() { # pseudo-versions shortened to their commit hash
   if [[ $1 =~ -[0-9]{14}-([0-9a-f]{12})$ ]]; then printf '%s' "${BASH_REMATCH[1]}"; else printf '%s' "$1"; fi
 }
-TAG="k8s-${K8S_V}_etcd-${ETCD_V}_kwok-${KWOK_V}_helm-${HELM_V}_kueue-${KUEUE_V}_provreq-$(short_version "$PROVREQ_V")"
+TAG="k8s-${K8S_V}_etcd-${ETCD_V}_kwok-${KWOK_V}_helm-${HELM_V}_kueue-${KUEUE_V}_jobset-${JOBSET_V}_provreq-$(short_version "$PROVREQ_V")"
 CACHE_DIR=${DWS_CACHE_DIR:-${HOME:?HOME is not set; set DWS_CACHE_DIR}/.cache/dws-operator}
 OUT_DIR=${CACHE_DIR}/bin/${TAG}
 
@@ -88,7 +93,7 @@ OUT_DIR=${CACHE_DIR}/bin/${TAG}
 # Targets
 # ---------------------------------------------------------------------------
 DEFAULT_TARGETS=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm crds)
-ALL_TARGETS=("${DEFAULT_TARGETS[@]}" kueue)
+ALL_TARGETS=("${DEFAULT_TARGETS[@]}" kueue jobset)
 
 # Which pin each target belongs to (used to reuse binaries from other cache dirs).
 target_token() {
@@ -98,6 +103,7 @@ target_token() {
     kwok) echo "kwok-${KWOK_V}" ;;
     helm) echo "helm-${HELM_V}" ;;
     kueue) echo "kueue-${KUEUE_V}" ;;
+    jobset) echo "jobset-${JOBSET_V}" ;;
     *) echo "" ;;
   esac
 }
@@ -108,7 +114,8 @@ target_version() {
     kwok) echo "$KWOK_V" ;;
     helm) echo "$HELM_V" ;;
     kueue) echo "$KUEUE_V" ;;
-    crds) echo "kueue ${KUEUE_V}, provisioningrequest $(short_version "$PROVREQ_V")" ;;
+    jobset) echo "$JOBSET_V" ;;
+    crds) echo "kueue ${KUEUE_V}, jobset ${JOBSET_V}, provisioningrequest $(short_version "$PROVREQ_V")" ;;
   esac
 }
 is_present() {
@@ -123,7 +130,7 @@ for arg in "$@"; do
     --print-dir) PRINT_DIR_ONLY=1 ;;
     default) requested+=("${DEFAULT_TARGETS[@]}") ;;
     all) requested+=("${ALL_TARGETS[@]}") ;;
-    etcd | kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kwok | helm | kueue | crds)
+    etcd | kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kwok | helm | kueue | jobset | crds)
       requested+=("$arg") ;;
     *) die "unknown target '${arg}'; known: ${ALL_TARGETS[*]} default all (see --help)" ;;
   esac
@@ -361,25 +368,34 @@ go_build() {
   log "built ${names[*]} ${ver} in $(elapsed "$start")s"
 }
 
+# copy_crd_dir MODULE VERSION SUBDIR KIND WHAT: the module's SUBDIR/*.yaml into $tmp/crds/KIND;
+# adds their number to n.
+copy_crd_dir() {
+  local f found=0
+  download "$1" "$2" "$5 $2"
+  mkdir -p "$tmp/crds/$4"
+  for f in "$DL_DIR/$3"/*.yaml; do
+    [[ -f $f ]] || continue
+    cp "$f" "$tmp/crds/$4/"
+    found=$((found + 1))
+  done
+  ((found > 0)) || die "cannot build $5 $2: no $3/*.yaml in $1@$2"
+  n=$((n + found))
+}
+
 build_crds() {
   require_go crds "$KUEUE_V"
-  local start tmp
+  local start tmp n=0
   start=$(now)
-  log "extracting CRDs (${KUEUE_MOD}@${KUEUE_V}, ${PROVREQ_MOD}@${PROVREQ_V}) ..."
+  log "extracting CRDs (${KUEUE_MOD}@${KUEUE_V}, ${JOBSET_MOD}@${JOBSET_V}, ${PROVREQ_MOD}@${PROVREQ_V}) ..."
   tmp=$(mktemp -d "$OUT_DIR/.build-crds.XXXXXX")
   CLEANUP+=("$tmp")
-  mkdir -p "$tmp/crds/kueue" "$tmp/crds/provisioningrequest"
-  download "$KUEUE_MOD" "$KUEUE_V" "Kueue CRDs ${KUEUE_V}"
-  local f n=0
-  for f in "$DL_DIR/$KUEUE_CRD_SUBDIR"/*.yaml; do
-    [[ -f $f ]] || continue
-    cp "$f" "$tmp/crds/kueue/"
-    n=$((n + 1))
-  done
-  ((n > 0)) || die "cannot build Kueue CRDs ${KUEUE_V}: no ${KUEUE_CRD_SUBDIR}/*.yaml in ${KUEUE_MOD}@${KUEUE_V}"
+  copy_crd_dir "$KUEUE_MOD" "$KUEUE_V" "$KUEUE_CRD_SUBDIR" kueue "Kueue CRDs"
+  copy_crd_dir "$JOBSET_MOD" "$JOBSET_V" "$JOBSET_CRD_SUBDIR" jobset "JobSet CRDs"
   download "$PROVREQ_MOD" "$PROVREQ_V" "ProvisioningRequest CRD ${PROVREQ_V}"
   [[ -f $DL_DIR/$PROVREQ_CRD_FILE ]] ||
     die "cannot build ProvisioningRequest CRD: no ${PROVREQ_CRD_FILE} in ${PROVREQ_MOD}@${PROVREQ_V}"
+  mkdir -p "$tmp/crds/provisioningrequest"
   cp "$DL_DIR/$PROVREQ_CRD_FILE" "$tmp/crds/provisioningrequest/"
   chmod -R u+w,a+r "$tmp/crds"
   rm -rf "$OUT_DIR/crds"
@@ -425,6 +441,11 @@ fi
 if want kueue; then
   go_build kueue "$KUEUE_MOD" "$KUEUE_V" "-X ${KUEUE_MOD}/pkg/version.GitVersion=${KUEUE_V} -X ${KUEUE_MOD}/pkg/version.GitCommit=@COMMIT@ -X ${KUEUE_MOD}/pkg/version.BuildDate=@DATE@" \
     "kueue=${KUEUE_MOD}/cmd/kueue"
+fi
+
+if want jobset; then
+  go_build jobset "$JOBSET_MOD" "$JOBSET_V" "-X ${JOBSET_MOD}/pkg/version.GitVersion=${JOBSET_V} -X ${JOBSET_MOD}/pkg/version.GitCommit=@COMMIT@" \
+    "jobset=${JOBSET_MOD}"
 fi
 
 if want crds; then

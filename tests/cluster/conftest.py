@@ -15,6 +15,7 @@ from kubernetes import client as k8s
 
 from dws_operator.devcluster import DevCluster, DevClusterOptions
 from dws_operator.devcluster.crds import install_third_party_crds, install_training_request_crd
+from dws_operator.devcluster.jobset import JobSetManager
 from tests.cluster.namespaces import fresh_namespace
 
 HERE = Path(__file__).parent
@@ -53,8 +54,16 @@ def training_request_crd(api: k8s.ApiClient) -> str:
 
 @pytest.fixture(scope="session")
 def third_party(api: k8s.ApiClient) -> list[str]:
-    """Kueue's and the ProvisioningRequest CRDs, installed once per session."""
+    """Kueue's, JobSet's and the ProvisioningRequest CRDs, installed once per session."""
     return install_third_party_crds(api)
+
+
+@pytest.fixture(scope="session")
+def jobset_controller(devcluster: DevCluster, third_party: list[str]) -> Iterator[JobSetManager]:
+    """JobSet's controller-manager on the devcluster, started once per session."""
+    with JobSetManager(devcluster.kubeconfig) as manager:
+        print(f"\njobset controller ready in {manager.startup_seconds:.2f}s", file=sys.stderr)
+        yield manager
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Kueue's and the ProvisioningRequest CRDs, taken from the pinned Go modules, serve."""
+"""Kueue's, JobSet's and the ProvisioningRequest CRDs, taken from the pinned Go modules, serve."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from kubernetes import client as k8s
 
 def test_crds_are_established(third_party: list[str]) -> None:
     assert "provisioningrequests.autoscaling.x-k8s.io" in third_party
+    assert "jobsets.jobset.x-k8s.io" in third_party
     for name in (
         "workloads",
         "clusterqueues",

@@ -34,7 +34,7 @@ def register(commands: Any) -> None:
     up.add_argument(
         "--third-party-crds",
         action="store_true",
-        help="also install Kueue's and the ProvisioningRequest CRDs",
+        help="also install Kueue's, JobSet's and the ProvisioningRequest CRDs",
     )
     up.set_defaults(run=run)
 

@@ -109,7 +109,8 @@ def find_binaries(names: Iterable[str], build: bool = True) -> dict[str, Path]:
 
 
 def third_party_crds(kind: str) -> list[Path]:
-    """Kueue's or the ProvisioningRequest CRD files taken from the pinned Go modules."""
+    """The CRD files of `kind` (kueue, jobset, provisioningrequest) taken from the pinned
+    Go modules."""
     override = os.environ.get("DWS_K8S_BIN_DIR")
     base = Path(override) if override else built_dir(["crds"], build=False)
     directory = base / "crds" / kind

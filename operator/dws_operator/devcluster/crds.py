@@ -90,8 +90,11 @@ def install_training_request_crd(api: k8s.ApiClient) -> str:
 
 
 def install_third_party_crds(
-    api: k8s.ApiClient, kinds: Iterable[str] = ("provisioningrequest", "kueue")
+    api: k8s.ApiClient, kinds: Iterable[str] = ("provisioningrequest", "kueue", "jobset")
 ) -> list[str]:
-    """Kueue's and the ProvisioningRequest CRDs, from the pinned Go modules."""
+    """Kueue's, JobSet's and the ProvisioningRequest CRDs, from the pinned Go modules.
+    Before Kueue starts: it sets up the ProvisioningRequest admission check and its
+    JobSet integration only for APIs served at its start (or, for JobSet, after a
+    back-off)."""
     files = [path for kind in kinds for path in third_party_crds(kind)]
     return apply_crds(api, load_crd_files(files))

@@ -2,15 +2,16 @@
 
     with DevCluster(DevClusterOptions(controllers=True)) as cluster:
         install_third_party_crds(api)          # Kueue refuses to start without its CRDs
-        with KueueManager(cluster.kubeconfig) as kueue:
-            ...                                # Jobs labelled kueue.x-k8s.io/queue-name
+        with JobSetManager(cluster.kubeconfig), KueueManager(cluster.kubeconfig) as kueue:
+            ...                                # Jobs, JobSets labelled kueue.x-k8s.io/queue-name
 
 How it runs (Kueue v0.19.2, config.kueue.x-k8s.io/v1beta2 `Configuration`):
 
-- No webhooks are registered with the API server: our Jobs are created suspended with the
-  queue label, which is all Kueue's Job defaulting webhook would add. The manager still
-  starts its webhook server (it always does), so it listens on 127.0.0.1:<free port> with
-  a throw-away certificate in `webhook.certDir`; nothing calls it.
+- No webhooks are registered with the API server: our Jobs and JobSets are created
+  suspended with the queue label, which is all Kueue's defaulting webhooks would add.
+  The manager still starts its webhook server (it always does), so it listens on
+  127.0.0.1:<free port> with a throw-away certificate in `webhook.certDir`; nothing
+  calls it.
 - `internalCertManagement.enable: false`: Kueue's own cert rotation only works in-cluster
   (it waits for the Secret to be mounted into the pod and patches webhook configurations
   and conversion CRDs). With it off, Kueue reads the certificates from files, as its
@@ -25,8 +26,11 @@ How it runs (Kueue v0.19.2, config.kueue.x-k8s.io/v1beta2 `Configuration`):
 - ProvisioningRequest support needs no gate (ProvisioningACC went GA in v0.14 and the
   gate is gone): the admission check controller starts when the ProvisioningRequest
   CRD is served at start-up, so install it first.
-- Leader election off; health probes and metrics on 127.0.0.1 free ports; integration
-  `batch/job` only.
+- Leader election off; health probes and metrics on 127.0.0.1 free ports.
+- Integrations `batch/job` and `jobset.x-k8s.io/jobset`. Kueue sets up an integration's
+  controller at start when its CRD is served, else it polls with a growing back-off until
+  it is: install the JobSet CRD before Kueue starts (install_third_party_crds does). The
+  JobSet controller (devcluster.jobset) is what turns an admitted JobSet into Jobs.
 """
 
 from __future__ import annotations
@@ -34,33 +38,26 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import tempfile
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
 
-from dws_operator.devcluster import cluster
 from dws_operator.devcluster.binaries import find_binaries
-from dws_operator.devcluster.certs import create_pki
-from dws_operator.devcluster.processes import ChildProcess, free_port
+from dws_operator.devcluster.manager import ManagerError, ManagerProcess
 
-#: Shares the devcluster's prefix and owner file, so its stale-directory sweep covers ours.
-WORKDIR_PREFIX = f"{cluster.WORKDIR_PREFIX}kueue-"
-OWNER_FILE = cluster.OWNER_FILE
 #: Where Kueue v0.19 reads the metrics endpoint's certificate when it does not make its own.
 METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 CONFIG_API_VERSION = "config.kueue.x-k8s.io/v1beta2"
 DEFAULT_FEATURE_GATES: Mapping[str, bool] = {"VisibilityOnDemand": False}
+#: Kueue's names of the job integrations the operator's workloads use.
+JOB_FRAMEWORK = "batch/job"
+JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
 
 
-class KueueError(RuntimeError):
+class KueueError(ManagerError):
     """The Kueue manager could not be started; the message carries its log."""
 
 
@@ -70,7 +67,7 @@ class KueueOptions:
     #: Merged over DEFAULT_FEATURE_GATES.
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     #: Kueue job integrations (`integrations.frameworks`).
-    frameworks: tuple[str, ...] = ("batch/job",)
+    frameworks: tuple[str, ...] = (JOB_FRAMEWORK, JOBSET_FRAMEWORK)
     #: Namespace Kueue considers its own (it reads Secrets there; need not exist).
     namespace: str = "kueue-system"
     #: Manager log verbosity (zap level; higher is chattier).
@@ -120,8 +117,11 @@ def _make_removable(path: Path) -> None:
                 continue
 
 
-class KueueManager:
+class KueueManager(ManagerProcess):
     """The Kueue manager, bound to 127.0.0.1, stopped with the context or with its parent."""
+
+    name = "kueue"
+    error = KueueError
 
     def __init__(
         self,
@@ -129,77 +129,22 @@ class KueueManager:
         options: KueueOptions | None = None,
         binary: Path | None = None,
     ) -> None:
-        self.kubeconfig = Path(kubeconfig)
         self.options = options or KueueOptions()
-        self.binary = binary or find_binaries(["kueue"])["kueue"]
-        cluster.remove_stale_workdirs()
-        self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
-        (self.workdir / OWNER_FILE).write_text(str(os.getpid()))
-        self.config_path = self.workdir / "kueue-config.yaml"
-        self.health_port = free_port()
-        self.metrics_port = free_port()
-        self.webhook_port = free_port()
+        super().__init__(
+            kubeconfig,
+            binary or find_binaries(["kueue"])["kueue"],
+            self.options.startup_timeout,
+        )
         #: True when the manager runs in its own user + mount namespace (see module doc).
         self.private_mounts = False
-        self.startup_seconds = 0.0
-        self._child: ChildProcess | None = None
-
-    # -- lifecycle -----------------------------------------------------------------
-
-    def __enter__(self) -> KueueManager:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    @property
-    def pid(self) -> int | None:
-        return self._child.pid if self._child else None
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / "kueue.log"
-
-    @property
-    def health_url(self) -> str:
-        return f"http://127.0.0.1:{self.health_port}"
-
-    def log_tail(self, lines: int = 40) -> str:
-        return self._child.log_tail(lines) if self._child else ""
-
-    def start(self) -> None:
-        began = time.monotonic()
-        try:
-            self._write_files()
-            self._child = ChildProcess("kueue", self._argv(), self.workdir)
-            self._child.start()
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        self.startup_seconds = time.monotonic() - began
 
     def stop(self) -> None:
-        if self._child is not None:
-            self._child.stop()
-            self._child = None
+        self._stop_child()
         _make_removable(self.workdir)
-        shutil.rmtree(self.workdir, ignore_errors=True)
-
-    # -- internals -----------------------------------------------------------------
+        super().stop()
 
     def _write_files(self) -> None:
-        pki = create_pki(self.workdir / "pki")
-        webhook_certs = self.workdir / "webhook-certs"
-        webhook_certs.mkdir()
-        shutil.copyfile(pki.serving_cert, webhook_certs / "tls.crt")
-        shutil.copyfile(pki.serving_key, webhook_certs / "tls.key")
+        webhook_certs = self.serving_certificate(self.workdir / "webhook-certs")
         if not _metrics_certs_present():
             if shutil.which("unshare") is None or shutil.which("mount") is None:
                 raise KueueError(
@@ -210,8 +155,8 @@ class KueueManager:
             # The overlay's upper layer: /etc/kueue/metrics/certs as the manager sees it.
             certs = self.workdir / "etc-upper" / METRICS_CERT_DIR.relative_to("/etc")
             certs.mkdir(parents=True)
-            shutil.copyfile(pki.serving_cert, certs / "tls.crt")
-            shutil.copyfile(pki.serving_key, certs / "tls.key")
+            for name in ("tls.crt", "tls.key"):
+                shutil.copyfile(webhook_certs / name, certs / name)
             (self.workdir / "etc-work").mkdir()
             self.private_mounts = True
         config = kueue_configuration(
@@ -253,40 +198,11 @@ class KueueManager:
             *kueue,
         ]
 
-    def _probe(self, path: str) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.health_url}{path}", timeout=2) as response:
-                return bool(response.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
-
-    def ready(self) -> bool:
-        """Both of the manager's probes (healthz, readyz) answer 200."""
-        return self._probe("/healthz") and self._probe("/readyz")
-
-    def _wait_ready(self) -> None:
-        child = self._child
-        if child is None:
-            raise KueueError("the Kueue manager has not been started")
-        deadline = time.monotonic() + self.options.startup_timeout
-        while time.monotonic() < deadline:
-            status = child.exited()
-            if status is not None:
-                hint = ""
-                if self.private_mounts:
-                    hint = (
-                        "\n(the manager runs in a private user + mount namespace to see its "
-                        f"metrics certificate at {METRICS_CERT_DIR}; if unprivileged user "
-                        "namespaces or overlayfs in them are disabled here, put tls.crt and "
-                        f"tls.key into {METRICS_CERT_DIR} instead)"
-                    )
-                raise KueueError(
-                    f"kueue exited with status {status} during start-up:\n"
-                    f"{child.log_tail(40)}{hint}"
-                )
-            if self.ready():
-                return
-            time.sleep(0.2)
-        raise KueueError(
-            f"kueue not ready after {self.options.startup_timeout:.0f}s:\n{child.log_tail(40)}"
+    def _exit_hint(self) -> str:
+        if not self.private_mounts:
+            return ""
+        return (
+            "\n(the manager runs in a private user + mount namespace to see its metrics "
+            f"certificate at {METRICS_CERT_DIR}; if unprivileged user namespaces or overlayfs "
+            f"in them are disabled here, put tls.crt and tls.key into {METRICS_CERT_DIR} instead)"
         )

@@ -25,6 +25,7 @@ from dws_operator.catalog import GPU_ACCELERATORS, TPU_GENERATIONS
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
 from dws_operator.devcluster import DevCluster, DevClusterOptions, MissingBinaries, find_binaries
 from dws_operator.devcluster.crds import install_third_party_crds, install_training_request_crd
+from dws_operator.devcluster.jobset import JobSetManager
 from dws_operator.devcluster.kueue import KueueManager
 from dws_operator.durations import parse_duration
 from dws_operator.emulator import DEFAULT_CLUSTER, EmulatorConfig, EmulatorThread
@@ -152,21 +153,28 @@ class Sandbox:
     def _start_kueue(
         self, stack: contextlib.ExitStack, api: k8s.ApiClient, kubeconfig: Path
     ) -> bool:
-        """Kueue, when its binary is built: two queues, `dws-queue` for everything and
-        `dws-queued` (ProvisioningRequest admission check) for queued provisioning."""
+        """Kueue and the JobSet controller, when their binaries are built: two queues,
+        `dws-queue` for everything and `dws-queued` (ProvisioningRequest admission check)
+        for queued provisioning; JobSets (multi-slice TPU) run through either."""
         try:
-            find_binaries(["kueue"], build=False)
+            find_binaries(["kueue", "jobset"], build=False)
         except MissingBinaries:
             self.say(
-                "dws-operator dev: running without Kueue (its manager is not built: "
-                "bash hack/k8s-binaries.sh kueue)"
+                "dws-operator dev: running without Kueue and JobSet (their managers are not "
+                "built: bash hack/k8s-binaries.sh kueue jobset)"
             )
             return False
+        # Kueue sets up its JobSet integration and the ProvisioningRequest check only for
+        # APIs served when it starts: every CRD first.
         install_third_party_crds(api)
+        stack.enter_context(JobSetManager(kubeconfig))
         stack.enter_context(KueueManager(kubeconfig))
         for setup in sandbox_queues(NAMESPACE):
             apply_kueue_objects(api, kueue_objects(setup))
-        self.say(f"dws-operator dev: Kueue admits the Jobs (LocalQueues {QUEUE}, {QUEUED_QUEUE})")
+        self.say(
+            f"dws-operator dev: Kueue admits the Jobs and JobSets (LocalQueues {QUEUE}, "
+            f"{QUEUED_QUEUE})"
+        )
         return True
 
     def _follow(self, api: k8s.ApiClient, manifest: dict[str, Any]) -> str | None:

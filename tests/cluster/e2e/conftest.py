@@ -13,6 +13,7 @@ from kubernetes import client as k8s
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
 from dws_operator.devcluster import DevCluster, DevClusterOptions
 from dws_operator.devcluster.crds import install_third_party_crds, install_training_request_crd
+from dws_operator.devcluster.jobset import JobSetManager
 from dws_operator.devcluster.kueue import KueueManager
 from dws_operator.emulator import (
     DEFAULT_CLUSTER,
@@ -52,7 +53,16 @@ def e2e_api(simcluster_e2e: DevCluster) -> Iterator[k8s.ApiClient]:
 
 
 @pytest.fixture(scope="session")
-def e2e_kueue(simcluster_e2e: DevCluster, e2e_api: k8s.ApiClient) -> Iterator[KueueManager]:
+def e2e_jobset(simcluster_e2e: DevCluster, e2e_api: k8s.ApiClient) -> Iterator[JobSetManager]:
+    """The JobSet controller, which runs the JobSets Kueue admits."""
+    with JobSetManager(simcluster_e2e.kubeconfig) as manager:
+        yield manager
+
+
+@pytest.fixture(scope="session")
+def e2e_kueue(
+    simcluster_e2e: DevCluster, e2e_api: k8s.ApiClient, e2e_jobset: JobSetManager
+) -> Iterator[KueueManager]:
     with KueueManager(simcluster_e2e.kubeconfig) as manager:
         yield manager
 

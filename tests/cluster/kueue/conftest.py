@@ -12,6 +12,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from dws_operator.devcluster import DevCluster
+from dws_operator.devcluster.jobset import JobSetManager
 from dws_operator.devcluster.kueue import KueueManager
 from dws_operator.kueue_objects import (
     KUEUE_API_VERSION,
@@ -29,8 +30,12 @@ KUEUE_TIMEOUT = 30.0
 
 
 @pytest.fixture(scope="session")
-def kueue(devcluster: DevCluster, third_party: list[str]) -> Iterator[KueueManager]:
-    """The Kueue manager, started once per session after Kueue's and ProvReq's CRDs."""
+def kueue(
+    devcluster: DevCluster, third_party: list[str], jobset_controller: JobSetManager
+) -> Iterator[KueueManager]:
+    """The Kueue manager, started once per session after the third-party CRDs (its
+    integrations need them served at its start) and with the JobSet controller, which
+    runs the JobSets Kueue admits."""
     with KueueManager(devcluster.kubeconfig) as manager:
         print(f"\nkueue ready in {manager.startup_seconds:.2f}s", file=sys.stderr)
         yield manager

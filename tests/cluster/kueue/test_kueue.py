@@ -146,7 +146,7 @@ def test_manager_is_ready_on_loopback(kueue: KueueManager) -> None:
     assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
     assert config["internalCertManagement"] == {"enable": False}
     assert config["leaderElection"] == {"leaderElect": False}
-    assert config["integrations"]["frameworks"] == ["batch/job"]
+    assert config["integrations"]["frameworks"] == ["batch/job", "jobset.x-k8s.io/jobset"]
     for address in (config["health"]["healthProbeBindAddress"], config["metrics"]["bindAddress"]):
         assert address.startswith("127.0.0.1:")
     # The metrics endpoint serves on loopback (TLS with our certificate; it needs auth).

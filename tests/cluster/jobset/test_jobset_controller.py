@@ -1,0 +1,234 @@
+"""The real JobSet controller (pinned v0.12.0, no webhooks) against the devcluster: a
+two-slice JobSet becomes one Indexed Job per slice and a headless Service, its pods land
+on their slices' kwok nodes, and the JobSet ends Completed, or Failed when a slice fails."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s
+
+from dws_operator.catalog import NODE_POOL_LABEL_KEY
+from dws_operator.devcluster.jobset import JobSetManager
+from tests.cluster.jobsets import (
+    HOSTS_PER_SLICE,
+    Slice,
+    child_jobs,
+    create_jobset,
+    jobset_condition,
+    jobset_manifest,
+    read_jobset,
+    tpu_slices,
+)
+from tests.polling import eventually
+
+#: Pods run for seconds (kwok's clock); the controller reacts in well under a second.
+TIMEOUT = 60.0
+
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+JOB_GLOBAL_INDEX = "jobset.sigs.k8s.io/job-global-index"
+RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def _pools(namespace: str) -> tuple[str, str]:
+    suffix = namespace.removeprefix("js-")
+    return f"pool-a-{suffix}", f"pool-b-{suffix}"
+
+
+def _pods(api: k8s.ApiClient, namespace: str, jobset: str) -> list[k8s.V1Pod]:
+    pods = k8s.CoreV1Api(api).list_namespaced_pod(
+        namespace, label_selector=f"{JOBSET_NAME}={jobset}"
+    )
+    return list(pods.items)
+
+
+def _rjob_counts(status: dict[str, Any]) -> dict[str, dict[str, int]]:
+    counts = ("active", "ready", "succeeded", "failed", "suspended")
+    return {s["name"]: {k: s[k] for k in counts} for s in status["replicatedJobsStatus"]}
+
+
+def _node_pool(api: k8s.ApiClient, node: str) -> str:
+    labels: dict[str, str] = k8s.CoreV1Api(api).read_node(node).metadata.labels
+    return labels[NODE_POOL_LABEL_KEY]
+
+
+def test_manager_is_ready_on_loopback(jobset_manager: JobSetManager) -> None:
+    assert jobset_manager.pid is not None
+    assert jobset_manager.ready()
+    config = yaml.safe_load(jobset_manager.config_path.read_text())
+    assert config["apiVersion"] == "config.jobset.x-k8s.io/v1alpha1"
+    assert config["internalCertManagement"] == {"enable": False}
+    assert config["leaderElection"] == {"leaderElect": False}
+    for address in (config["health"]["healthProbeBindAddress"], config["metrics"]["bindAddress"]):
+        assert address.startswith("127.0.0.1:")
+    assert config["webhook"]["host"] == "127.0.0.1"
+    # Metrics (TLS) and the unused webhook server serve on loopback with our certificate.
+    for port in (jobset_manager.metrics_port, jobset_manager.webhook_port):
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            pass
+
+
+def test_two_slices_run_as_indexed_jobs_and_complete(
+    jobset_api: k8s.ApiClient, jobset_manager: JobSetManager, jobset_namespace: str
+) -> None:
+    api, namespace = jobset_api, jobset_namespace
+    pool_a, pool_b = _pools(namespace)
+    slices = (Slice("slice-a", pool_a, run_for="2s"), Slice("slice-b", pool_b, run_for="2s"))
+    with tpu_slices(api, {pool_a: HOSTS_PER_SLICE, pool_b: HOSTS_PER_SLICE}):
+        create_jobset(api, namespace, jobset_manifest("train", slices))
+
+        jobs = eventually(
+            lambda: (found := child_jobs(api, namespace, "train")) and len(found) == 2 and found,
+            TIMEOUT,
+            "the JobSet's two child Jobs",
+        )
+        # <jobset>-<replicatedJob>-<index>; indexes count within a replicatedJob, the
+        # global index across the JobSet (in spec order).
+        assert sorted(jobs) == ["train-slice-a-0", "train-slice-b-0"]
+        for global_index, rjob in enumerate(("slice-a", "slice-b")):
+            job = jobs[f"train-{rjob}-0"]
+            assert job.metadata.labels[JOBSET_NAME] == "train"
+            assert job.metadata.labels[REPLICATED_JOB] == rjob
+            assert job.metadata.labels[JOB_INDEX] == "0"
+            assert job.metadata.labels[JOB_GLOBAL_INDEX] == str(global_index)
+            assert job.metadata.labels[RESTART_ATTEMPT] == "0"
+            assert job.spec.completion_mode == "Indexed"
+            assert (job.spec.completions, job.spec.parallelism) == (2, 2)
+            owner = job.metadata.owner_references[0]
+            assert (owner.kind, owner.name, owner.controller) == ("JobSet", "train", True)
+
+        service = k8s.CoreV1Api(api).read_namespaced_service("train", namespace)
+        assert service.spec.cluster_ip == "None"
+        assert service.spec.selector == {JOBSET_NAME: "train"}
+        assert service.spec.publish_not_ready_addresses is True
+        assert service.metadata.owner_references[0].kind == "JobSet"
+
+        done = eventually(
+            lambda: jobset_condition(read_jobset(api, namespace, "train"), "Completed"),
+            TIMEOUT,
+            "the JobSet to complete",
+        )
+        assert done["reason"] == "AllJobsCompleted"
+        assert done["message"] == "jobset completed successfully"
+
+        jobset = read_jobset(api, namespace, "train")
+        status: dict[str, Any] = jobset["status"]
+        assert status["terminalState"] == "Completed"
+        assert status["restarts"] == 0
+        # One entry per replicatedJob, in no particular order; counts are Jobs, not pods.
+        assert _rjob_counts(status) == {
+            "slice-a": {"active": 0, "ready": 0, "succeeded": 1, "failed": 0, "suspended": 0},
+            "slice-b": {"active": 0, "ready": 0, "succeeded": 1, "failed": 0, "suspended": 0},
+        }
+        # Defaults from the CRD's schema (not from the webhook).
+        assert jobset["spec"]["failurePolicy"]["restartStrategy"] == "Recreate"
+        assert {r["groupName"] for r in jobset["spec"]["replicatedJobs"]} == {"default"}
+
+        pods = _pods(api, namespace, "train")
+        assert len(pods) == 4
+        for pod in pods:
+            rjob = pod.metadata.labels[REPLICATED_JOB]
+            index = pod.metadata.labels[COMPLETION_INDEX]
+            assert pod.spec.hostname == f"train-{rjob}-0-{index}"
+            assert pod.spec.subdomain == "train"
+            assert pod.status.phase == "Succeeded"
+            assert _node_pool(api, pod.spec.node_name) == (pool_a if rjob == "slice-a" else pool_b)
+
+
+def test_failed_slice_fails_the_jobset_without_restarts(
+    jobset_api: k8s.ApiClient, jobset_manager: JobSetManager, jobset_namespace: str
+) -> None:
+    api, namespace = jobset_api, jobset_namespace
+    pool_a, pool_b = _pools(namespace)
+    slices = (
+        Slice("slice-a", pool_a, run_for="300s"),
+        Slice("slice-b", pool_b, run_for="1s", exit_code=1),
+    )
+    with tpu_slices(api, {pool_a: HOSTS_PER_SLICE, pool_b: HOSTS_PER_SLICE}):
+        create_jobset(api, namespace, jobset_manifest("train", slices, max_restarts=0))
+
+        failed = eventually(
+            lambda: jobset_condition(read_jobset(api, namespace, "train"), "Failed"),
+            TIMEOUT,
+            "the JobSet to fail",
+        )
+        assert failed["reason"] == "ReachedMaxRestarts"
+        assert failed["message"] == (
+            "jobset failed due to reaching max number of restarts "
+            "(first failed job: train-slice-b-0)"
+        )
+        jobset = read_jobset(api, namespace, "train")
+        assert jobset["status"]["terminalState"] == "Failed"
+        assert jobset["status"]["restarts"] == 0
+        assert jobset_condition(jobset, "Completed") is None
+        # A failed JobSet deletes its still-running Jobs and keeps the failed one.
+        remaining = eventually(
+            lambda: (found := child_jobs(api, namespace, "train")) and len(found) == 1 and found,
+            TIMEOUT,
+            "the running slice's Job to be deleted",
+        )
+        failed_job = remaining["train-slice-b-0"]
+        job_failed = [c for c in failed_job.status.conditions if c.type == "Failed"]
+        assert [(c.status, c.reason) for c in job_failed] == [("True", "BackoffLimitExceeded")]
+
+
+def test_failed_slice_restarts_every_slice_then_fails(
+    jobset_api: k8s.ApiClient, jobset_manager: JobSetManager, jobset_namespace: str
+) -> None:
+    """failurePolicy.maxRestarts 1: the first failure recreates all the JobSet's Jobs
+    (same names, restart-attempt 1); the second fails the JobSet."""
+    api, namespace = jobset_api, jobset_namespace
+    pool_a, pool_b = _pools(namespace)
+    slices = (
+        Slice("slice-a", pool_a, run_for="300s"),
+        Slice("slice-b", pool_b, run_for="1s", exit_code=1),
+    )
+    with tpu_slices(api, {pool_a: HOSTS_PER_SLICE, pool_b: HOSTS_PER_SLICE}):
+        create_jobset(api, namespace, jobset_manifest("train", slices, max_restarts=1))
+
+        failed = eventually(
+            lambda: jobset_condition(read_jobset(api, namespace, "train"), "Failed"),
+            TIMEOUT,
+            "the JobSet to fail after its one restart",
+        )
+        assert failed["reason"] == "ReachedMaxRestarts"
+        status = read_jobset(api, namespace, "train")["status"]
+        assert (status["restarts"], status["restartsCountTowardsMax"]) == (1, 1)
+        restarting = next(c for c in status["conditions"] if c["type"] == "RestartingJobSet")
+        assert (restarting["status"], restarting["reason"]) == ("False", "JobSetFailed")
+        remaining = eventually(
+            lambda: (found := child_jobs(api, namespace, "train")) and len(found) == 1 and found,
+            TIMEOUT,
+            "the running slice's Job to be deleted",
+        )
+        assert remaining["train-slice-b-0"].metadata.labels[RESTART_ATTEMPT] == "1"
+
+
+def test_jobset_without_webhook_defaults_is_not_reconciled(
+    jobset_api: k8s.ApiClient, jobset_manager: JobSetManager, jobset_namespace: str
+) -> None:
+    """Why the operator renders JobSets fully defaulted: without JobSet's defaulting
+    webhook, a JobSet lacking spec.network panics the reconcile (recovered and retried)
+    and gets no Jobs, no Service and no status."""
+    api, namespace = jobset_api, jobset_namespace
+    manifest = jobset_manifest("bare", (Slice("slice-a", "nowhere"),))
+    for key in ("network", "successPolicy", "startupPolicy", "failurePolicy"):
+        del manifest["spec"][key]
+    create_jobset(api, namespace, manifest)
+
+    eventually(
+        lambda: any(
+            "Observed a panic" in line and f'"name":"bare","namespace":"{namespace}"' in line
+            for line in jobset_manager.log_path.read_text().splitlines()
+        ),
+        TIMEOUT,
+        "the JobSet controller to panic on the undefaulted JobSet",
+    )
+    assert child_jobs(api, namespace, "bare") == {}
+    assert k8s.CoreV1Api(api).list_namespaced_service(namespace).items == []
+    assert read_jobset(api, namespace, "bare").get("status") is None
