@@ -78,7 +78,10 @@ Stack = Callable[..., Scenario]
 
 @pytest.fixture
 def stack(
-    simcluster_e2e: DevCluster, e2e_api: k8s.ApiClient, e2e_namespace: str
+    simcluster_e2e: DevCluster,
+    e2e_api: k8s.ApiClient,
+    e2e_namespace: str,
+    e2e_jobset: JobSetManager,
 ) -> Iterator[Stack]:
     """Starts emulator + autoscaler (with `scenario`) + operator; all stopped afterwards."""
     with contextlib.ExitStack() as resources:
