@@ -8,6 +8,7 @@ making a second one.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -52,6 +53,23 @@ EventSink = Callable[[Mapping[str, Any], Event], None]
 GKE_BACKOFF_SECONDS = 10.0
 
 
+#: Actions on different node pools that may run at once: a multi-slice request's pools
+#: are created, scaled to zero and deleted together, so its slices come and go together.
+_POOL_ACTIONS = (CreateNodePool, ScaleNodePoolToZero, DeleteNodePool)
+
+
+def _batches(actions: list[Action]) -> list[list[Action]]:
+    """`actions` in order, consecutive pool actions grouped to run concurrently."""
+    batches: list[list[Action]] = []
+    for action in actions:
+        pooled = isinstance(action, _POOL_ACTIONS)
+        if pooled and batches and isinstance(batches[-1][0], _POOL_ACTIONS):
+            batches[-1].append(action)
+        else:
+            batches.append([action])
+    return batches
+
+
 def _dump(status: TrainingRequestStatus) -> dict[str, Any]:
     return status.model_dump(by_alias=True, exclude_none=True, mode="json")
 
@@ -81,11 +99,11 @@ class Reconciler:
         observed = await observe(body, self.kube, self.gke)
         decision = decide(observed, self.config)
         await self._write_status(observed.request, decision.status)
-        try:
-            for action in decision.actions:
-                await self._execute(observed.request, action)
-        except GkeError as error:
-            decision = await self._gke_failed(observed, decision, action, error)
+        for batch in _batches(decision.actions):
+            failure = await self._execute_all(observed.request, batch)
+            if failure is not None:
+                decision = await self._gke_failed(observed, decision, *failure)
+                break
         for event in decision.events:
             self.emit(body, event)
         return decision
@@ -93,6 +111,21 @@ class Reconciler:
     async def _write_status(self, request: RequestView, status: TrainingRequestStatus) -> None:
         if _dump(status) != _dump(request.status):
             await self.kube.patch_status(request.namespace, request.name, _dump(status))
+
+    async def _execute_all(
+        self, request: RequestView, batch: list[Action]
+    ) -> tuple[Action, GkeError] | None:
+        """Run `batch` at once; the first GKE failure, if any (others are raised)."""
+        results = await asyncio.gather(
+            *(self._execute(request, action) for action in batch), return_exceptions=True
+        )
+        failure = None
+        for action, result in zip(batch, results, strict=True):
+            if isinstance(result, GkeError):
+                failure = failure or (action, result)
+            elif isinstance(result, BaseException):
+                raise result
+        return failure
 
     async def _execute(self, request: RequestView, action: Action) -> None:
         log.info("%s/%s: %s", request.namespace, request.name, type(action).__name__)

@@ -61,7 +61,8 @@ def sandbox_queues(namespace: str) -> list[QueueSetup]:
             cluster_queue="dws-queued",
             local_queue=QUEUED_QUEUE,
             namespace=namespace,
-            flavors=gpus,
+            # Queued provisioning serves TPU slices and GPUs alike.
+            flavors=tpus + gpus,
             check=ProvisioningCheck(),
         ),
     ]
@@ -190,10 +191,14 @@ class Sandbox:
                 GROUP, VERSION, NAMESPACE, PLURAL, name
             )
             status = body.get("status") or {}
-            plan, pool = status.get("plan") or {}, (status.get("nodePool") or {}).get("name")
+            plan = status.get("plan") or {}
+            # Every slice's pool (several for Multislice), else the one pool.
+            pools = [s["nodePool"] for s in status.get("slices") or []] or [
+                p for p in [(status.get("nodePool") or {}).get("name")] if p
+            ]
             nodes = 0
-            if pool:
-                selector = f"{POOL_LABEL}={pool}"
+            if pools:
+                selector = f"{POOL_LABEL} in ({','.join(pools)})"
                 nodes = len(k8s.CoreV1Api(api).list_node(label_selector=selector).items)
             phase = status.get("phase")
             snapshot = Snapshot(
@@ -201,7 +206,7 @@ class Sandbox:
                 phase=phase,
                 message=status.get("message") or "",
                 nodes=nodes,
-                planned_nodes=plan.get("nodes"),
+                planned_nodes=plan.get("totalNodes") or plan.get("nodes"),
                 max_wait_seconds=_seconds(body["spec"]["provisioning"].get("maxWaitDuration")),
                 restarts=status.get("restarts", 0),
             )

@@ -71,3 +71,16 @@ def test_dev_routes_queued_provisioning_through_kueue(tmp_path: Path) -> None:
     assert "node(s) appeared: 2/2 now" in out, out
     assert "Succeeded" in out, out
     assert "node(s) removed: 0/2 now" in out, out
+
+
+def test_dev_runs_the_multislice_sample(tmp_path: Path) -> None:
+    """The README's Multislice command: two v5p slices as one JobSet, both pools to zero."""
+    sample = Path(__file__).resolve().parents[3] / "manifests/samples/tpu-v5p-multislice.yaml"
+    result = run_dev(tmp_path, "-f", str(sample))
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "Creating node pools dws-llama-v5p-2-slices-" in out, out
+    assert "node(s) appeared: 4/4 now" in out, out
+    assert "Running on 2 slices of 2 x ct5p-hightpu-4t" in out, out
+    assert "JobSet llama-v5p-2-slices succeeded" in out, out
+    assert "node(s) removed: 0/4 now" in out, out
