@@ -30,8 +30,16 @@ from dws_operator.workload import (
     worker_env,
 )
 
-JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+JOBSET_GROUP = "jobset.x-k8s.io"
+JOBSET_VERSION = "v1alpha2"
+JOBSET_API_VERSION = f"{JOBSET_GROUP}/{JOBSET_VERSION}"
+JOBSET_PLURAL = "jobsets"
 JOBSET_KIND = "JobSet"
+#: The JobSet webhook refuses a JobSet whose longest pod name,
+#: `<jobset>-<replicated job>-<job index>-<pod index>-<5 random>`, passes 63 characters.
+#: With `-r100` (a restart), `-s63`, `-0`, a 4-digit pod index (v5p's largest slice has
+#: 2,240 VMs) and `-abcde`, a multi-slice request's name keeps 41 of them.
+MAX_MULTISLICE_NAME = 41
 #: The label the JobSet controller puts on its child Jobs and their pods.
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 SLICES_ENV = "MEGASCALE_NUM_SLICES"

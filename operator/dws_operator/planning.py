@@ -75,11 +75,12 @@ class ReservationAffinityPlan(PlanModel):
 
 
 class PlacementPlan(PlanModel):
-    type: Literal["COMPACT"] = "COMPACT"
+    """Where a multi-host slice's VMs go: COMPACT with `tpu_topology`, or (tpu7x) a
+    Compute workload policy of that topology, which the shell makes or reuses before it
+    creates the pool and names as the pool's placement policy."""
+
+    type: Literal["COMPACT", "WORKLOAD_POLICY"] = "COMPACT"
     tpu_topology: str
-    #: Placed by a Compute workload policy of this topology (tpu7x multi-host), which
-    #: the shell makes or reuses before it creates the pool.
-    workload_policy: bool = False
 
 
 class NodePoolSettings(PlanModel):
@@ -242,7 +243,8 @@ def _node_pool(
         reservation_affinity=affinity,
         auto_repair=mode.auto_repair,
         placement_policy=PlacementPlan(
-            tpu_topology=shape.topology or "", workload_policy=shape.workload_policy
+            type="WORKLOAD_POLICY" if shape.workload_policy else "COMPACT",
+            tpu_topology=shape.topology or "",
         )
         if multi_host_tpu
         else None,

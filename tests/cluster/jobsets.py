@@ -23,9 +23,9 @@ from dws_operator.catalog import (
     TPU_TAINT_KEY,
     TPU_TAINT_VALUE,
 )
-from dws_operator.devcluster.jobset import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from dws_operator.emulator.nodes import PoolShape, Taint, render_node
 from dws_operator.emulator.stages import SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION
+from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from dws_operator.workload import QUEUE_LABEL
 
 Obj = dict[str, Any]

@@ -224,6 +224,17 @@ def test_names_that_cannot_become_hostnames_are_rejected(
     assert "metadata.name" in json.loads(raised.value.body)["message"]
 
 
+def test_a_multi_slice_name_leaves_room_for_the_jobsets_pod_names(
+    api: k8s.ApiClient, namespace: str
+) -> None:
+    sliced = spec_body(tpu("v5p", "2x2x2", slices=2))
+    with pytest.raises(ApiException) as raised:
+        create(api, namespace, manifest("x" * 42, sliced))
+    assert raised.value.status == 422
+    assert "at most 41 characters with several slices" in json.loads(raised.value.body)["message"]
+    assert create(api, namespace, manifest("y" * 41, sliced))["metadata"]["name"] == "y" * 41
+
+
 def test_missing_spec_is_rejected(api: k8s.ApiClient, namespace: str) -> None:
     body = manifest(_name(), {})
     del body["spec"]

@@ -41,9 +41,10 @@ def placed(pool: NodePool, **placement: Any) -> NodePool:
 
 
 def tpu7x(topology: str = "2x2x2", **placement: Any) -> NodePool:
-    """A multi-host tpu7x Spot pool, with `placement` replacing the rendered one."""
-    pool = rendered(tpu("tpu7x", topology), "Spot")
-    return placed(pool, **placement) if placement else pool
+    """A multi-host tpu7x Spot pool whose placement is `placement` alone (the renderer
+    would place it by the operator's workload policy)."""
+    pool = rendered(tpu("tpu7x", topology), "Spot", workload_policy="rendered")
+    return placed(pool, **placement)
 
 
 def create(emulator: ClusterManagerEmulator, pool: NodePool) -> NodePool:

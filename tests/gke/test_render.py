@@ -288,9 +288,11 @@ def test_one_zone_uses_per_zone_limits() -> None:
 
 
 def test_a_workload_policy_replaces_compact_placement() -> None:
-    """tpu7x multi-host: only the policy's name, no COMPACT type and no tpu_topology."""
+    """tpu7x multi-host: only the policy's name, no COMPACT type and no tpu_topology; the
+    plan says so, and rendering it without the policy's name is refused."""
     plan = plan_slice(make_spec(tpu("tpu7x", "2x2x4"), "Spot"), pool_name="dws-pool")
-    compact = render_node_pool(plan, name="dws-pool", labels=LABELS)
+    assert plan.node_pool.placement_policy is not None
+    assert plan.node_pool.placement_policy.type == "WORKLOAD_POLICY"
     placed = render_node_pool(
         plan, name="dws-pool", labels=LABELS, workload_policy="dws-high-throughput-2x2x4"
     )
@@ -299,10 +301,16 @@ def test_a_workload_policy_replaces_compact_placement() -> None:
     )
     assert placed.placement_policy.type_ == NodePool.PlacementPolicy.Type.TYPE_UNSPECIFIED
     assert placed.placement_policy.tpu_topology == ""
-    assert compact.placement_policy == NodePool.PlacementPolicy(type_=COMPACT, tpu_topology="2x2x4")
-    # Nothing else changes.
-    placed.placement_policy = compact.placement_policy
-    assert placed == compact
+    with pytest.raises(ValueError, match="placed by a workload policy"):
+        render_node_pool(plan, name="dws-pool", labels=LABELS)
+    # Nothing else differs from a v5p slice's pool of the same shape but the placement.
+    v5p = render_node_pool(
+        plan_slice(make_spec(tpu("v5p", "2x2x4"), "Spot"), pool_name="dws-pool"),
+        name="dws-pool",
+        labels=LABELS,
+    )
+    assert v5p.placement_policy == NodePool.PlacementPolicy(type_=COMPACT, tpu_topology="2x2x4")
+    assert (placed.autoscaling, placed.config.spot) == (v5p.autoscaling, v5p.config.spot)
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ REF = RequestRef(NAME, NAMESPACE, UID)
 BODY = spec_body(tpu("v5p", "2x2x2", slices=2))  # 2 slices of 2 x ct5p-hightpu-4t
 BASE = default_node_pool_name(NAME, UID, slices=2)
 POOLS = (f"{BASE}-s0", f"{BASE}-s1")
-CONFIG = ReconcileConfig(location="us-central1")
+CONFIG = ReconcileConfig(location="us-central1", jobset=True)
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
 
@@ -119,7 +119,9 @@ def test_single_slice_pool_name_is_unchanged() -> None:
         (spec_body(tpu("v5p", "2x2x2")), 1),
         ({"accelerator": {"tpu": {"slices": "two"}}}, 1),
         ({"accelerator": {"tpu": {"slices": 0}}}, 1),
-        ({"accelerator": {"tpu": {"slices": 65}}}, 1),
+        # A count stored under an older, higher bound keeps naming the same pools.
+        ({"accelerator": {"tpu": {"slices": 65}}}, 65),
+        ({"accelerator": {"tpu": {"slices": True}}}, 1),
         ({"accelerator": "x"}, 1),
         ({}, 1),
     ],
@@ -351,3 +353,41 @@ def test_capacity_timeout_deletes_every_slice_pool() -> None:
     assert "2 slices of 2 x ct5p-hightpu-4t" in (decision.status.message or "")
     assert DeleteJob(NAME, JOBSET_KIND) in decision.actions
     assert [a.name for a in decision.actions if isinstance(a, DeleteNodePool)] == list(POOLS)
+
+
+def test_without_the_jobset_api_a_multi_slice_request_fails_at_once() -> None:
+    decision = decide(observed(), ReconcileConfig(location="us-central1"))
+    assert decision.status.phase == Phase.FAILED
+    assert (decision.status.message or "").startswith("JobSetRequired: 2 slices run as one JobSet")
+    assert decision.actions == []
+
+
+def test_a_multi_slice_name_leaves_room_for_the_jobsets_pod_names() -> None:
+    long_name = "n" * 42
+    request = RequestView(
+        name=long_name,
+        namespace=NAMESPACE,
+        uid=UID,
+        generation=1,
+        deleting=False,
+        spec=BODY,
+        status=TrainingRequestStatus(),
+    )
+    decision = decide(Observed(request=request, now=T0), CONFIG)
+    assert decision.status.phase == Phase.FAILED
+    assert "metadata.name: at most 41 characters" in (decision.status.message or "")
+    assert decision.actions == []
+
+
+def test_status_names_the_first_slices_real_pool() -> None:
+    decision = decide(observed(), CONFIG)
+    assert decision.status.node_pool is not None
+    assert decision.status.node_pool.name == POOLS[0]
+
+
+def test_a_failed_create_deletes_the_slice_pools_already_made() -> None:
+    """GKE refused slice 1's pool after slice 0's was made: the request fails, and the
+    pool that never got capacity goes (ScaleToZero would keep it forever)."""
+    failed_status = status(Phase.FAILED, provisioned_at=None)
+    decision = decide(observed(failed_status, pools=(pool(POOLS[0]), None)), CONFIG)
+    assert decision.actions == [DeleteNodePool(POOLS[0])]

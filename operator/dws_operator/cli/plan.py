@@ -264,7 +264,7 @@ def _pool_lines(plan: SlicePlan) -> list[str]:
     if pool.auto_repair is not None:
         lines.append(f"auto-repair {'on' if pool.auto_repair else 'off'}")
     placement = pool.placement_policy
-    if placement is not None and placement.workload_policy:
+    if placement is not None and placement.type == "WORKLOAD_POLICY":
         lines.append(
             f"placement by workload policy {workload_policy_name(placement.tpu_topology)} "
             f"(HIGH_THROUGHPUT, accelerator topology {placement.tpu_topology})"

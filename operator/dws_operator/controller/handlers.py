@@ -19,22 +19,16 @@ from kubernetes.aio.client.exceptions import ApiException
 
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.controller.config import KueueMode, OperatorConfig
-from dws_operator.controller.kube import (
-    JOBSET_GROUP,
-    JOBSET_PLURAL,
-    JOBSET_VERSION,
-    KubeApi,
-    connect,
-)
+from dws_operator.controller.kube import KubeApi, connect
 from dws_operator.controller.reconciler import Reconciler
 from dws_operator.gke import (
-    ComputeApis,
     GkeError,
     NodePoolClient,
     WorkloadPolicyClient,
     connect_compute,
 )
 from dws_operator.gke import connect as connect_gke
+from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from dws_operator.reconcile import Event, ReconcileConfig
 from dws_operator.workload import REQUEST_LABEL
 
@@ -149,20 +143,30 @@ async def run_passes(
 
 
 def _reconciler(
-    config: OperatorConfig, kube: KubeApi, kueue: bool, gke_api: Any, compute: ComputeApis
+    config: OperatorConfig,
+    kube: KubeApi,
+    kueue: bool,
+    jobset: bool,
+    gke_api: Any,
+    memo: kopf.Memo,
 ) -> Reconciler:
+    def policies() -> WorkloadPolicyClient:
+        memo.compute = connect_compute(config.compute_endpoint)
+        return WorkloadPolicyClient(memo.compute, config.project)
+
     return Reconciler(
         kube,
         NodePoolClient(gke_api, config.cluster_path),
         ReconcileConfig(
             kueue=kueue,
+            jobset=jobset,
             default_queue=config.default_queue,
             queued_queue=config.queued_queue,
             location=config.location,
             running_poll_seconds=config.running_poll_seconds,
         ),
         post_event,
-        WorkloadPolicyClient(compute, config.project),
+        policies,
     )
 
 
@@ -198,8 +202,9 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
             raise kopf.PermanentError("DWS_KUEUE=required but Kueue's CRDs are not installed")
         memo.api = api
         memo.gke_api = connect_gke(config.gke_endpoint)
-        memo.compute = connect_compute(config.compute_endpoint)
-        memo.reconciler = _reconciler(config, kube, installed, memo.gke_api, memo.compute)
+        # Several slices run as a JobSet: without its API they fail at once, clearly.
+        jobset = await kube.has_api_group(JOBSET_GROUP)
+        memo.reconciler = _reconciler(config, kube, installed, jobset, memo.gke_api, memo)
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:

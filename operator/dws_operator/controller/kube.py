@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -11,12 +12,15 @@ from kubernetes.aio.client.exceptions import ApiException
 
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
-from dws_operator.multislice import JOBSET_API_VERSION, JOBSET_NAME_LABEL
+from dws_operator.multislice import (
+    JOBSET_GROUP,
+    JOBSET_NAME_LABEL,
+    JOBSET_PLURAL,
+    JOBSET_VERSION,
+)
 from dws_operator.workload import REQUEST_LABEL
 
 FIELD_MANAGER = "dws-operator"
-JOBSET_GROUP, JOBSET_VERSION = JOBSET_API_VERSION.split("/")
-JOBSET_PLURAL = "jobsets"
 
 
 async def connect(kubeconfig: str | None = None) -> k8s.ApiClient:
@@ -28,6 +32,35 @@ async def connect(kubeconfig: str | None = None) -> k8s.ApiClient:
         config_file=kubeconfig or os.environ.get("KUBECONFIG")
     )
     return api
+
+
+class WorkloadRejected(Exception):
+    """The API server (or an admission webhook) refused the workload as invalid: the
+    same object will never be accepted, so the request fails instead of retrying."""
+
+    def __init__(self, kind: str, name: str, error: ApiException) -> None:
+        self.reason = "WorkloadRejected"
+        self.message = f"{kind} {name} refused ({error.status}): {_server_message(error)}"
+        super().__init__(self.message)
+
+
+def _server_message(error: ApiException) -> str:
+    try:
+        body = json.loads(error.body or "{}")
+    except ValueError:
+        body = {}
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message or error.reason or "no message")
+
+
+def _created(kind: str, manifest: dict[str, Any], error: ApiException) -> None:
+    """Judge a create that failed: 409 is someone else's (or our earlier) object, which
+    the next observation judges; 400/422 is invalid for good; the rest is retried."""
+    if error.status == 409:
+        return
+    if error.status in (400, 422):
+        raise WorkloadRejected(kind, manifest["metadata"]["name"], error) from error
+    raise error
 
 
 def _missing(error: ApiException) -> bool:
@@ -80,8 +113,7 @@ class KubeApi:
                 field_manager=FIELD_MANAGER,
             )
         except ApiException as error:
-            if error.status != 409:
-                raise
+            _created("Job", manifest, error)
 
     async def delete_job(self, namespace: str, name: str) -> None:
         try:
@@ -115,13 +147,18 @@ class KubeApi:
 
     async def jobset_names(self, namespace: str, request: str, uid: str) -> list[str]:
         """The JobSets of the request `request` (owned by `uid`), every attempt."""
-        listed: Any = await self.objects.list_namespaced_custom_object(
-            JOBSET_GROUP,
-            JOBSET_VERSION,
-            namespace,
-            JOBSET_PLURAL,
-            label_selector=f"{REQUEST_LABEL}={request}",
-        )
+        try:
+            listed: Any = await self.objects.list_namespaced_custom_object(
+                JOBSET_GROUP,
+                JOBSET_VERSION,
+                namespace,
+                JOBSET_PLURAL,
+                label_selector=f"{REQUEST_LABEL}={request}",
+            )
+        except ApiException as error:
+            if _missing(error):  # no JobSet API in this cluster: no JobSets either
+                return []
+            raise
         return [
             item["metadata"]["name"]
             for item in listed.get("items", [])
@@ -147,8 +184,7 @@ class KubeApi:
                 field_manager=FIELD_MANAGER,
             )
         except ApiException as error:
-            if error.status != 409:
-                raise
+            _created("JobSet", manifest, error)
 
     async def delete_jobset(self, namespace: str, name: str) -> None:
         try:

@@ -13,8 +13,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from google.auth.exceptions import GoogleAuthError
+
 from dws_operator.api import TrainingRequestStatus
-from dws_operator.controller.kube import KubeApi
+from dws_operator.controller.kube import KubeApi, WorkloadRejected
 from dws_operator.controller.observe import observe
 from dws_operator.gke import (
     GkeError,
@@ -81,13 +83,16 @@ class Reconciler:
         gke: NodePoolClient,
         config: ReconcileConfig,
         emit: EventSink,
-        policies: WorkloadPolicyClient | None = None,
+        policies: Callable[[], WorkloadPolicyClient] | None = None,
     ) -> None:
         self.kube = kube
         self.gke = gke
         self.config = config
         self.emit = emit
-        self.policies = policies
+        # Connected on first use: only Ironwood multi-host slices need Compute, and an
+        # operator that never serves one must not need Compute credentials to start.
+        self._connect_policies = policies
+        self._policies: WorkloadPolicyClient | None = None
 
     async def reconcile(self, namespace: str, name: str) -> Decision | None:
         """One pass over the request as it is now; None when it no longer exists."""
@@ -99,11 +104,15 @@ class Reconciler:
         observed = await observe(body, self.kube, self.gke)
         decision = decide(observed, self.config)
         await self._write_status(observed.request, decision.status)
-        for batch in _batches(decision.actions):
-            failure = await self._execute_all(observed.request, batch)
-            if failure is not None:
-                decision = await self._gke_failed(observed, decision, *failure)
-                break
+        try:
+            for batch in _batches(decision.actions):
+                failure = await self._execute_all(observed.request, batch)
+                if failure is not None:
+                    decision = await self._gke_failed(observed, decision, *failure)
+                    break
+        except WorkloadRejected as rejected:
+            decision = failed(observed, rejected.reason, rejected.message)
+            await self._write_status(observed.request, decision.status)
         for event in decision.events:
             self.emit(body, event)
         return decision
@@ -115,17 +124,21 @@ class Reconciler:
     async def _execute_all(
         self, request: RequestView, batch: list[Action]
     ) -> tuple[Action, GkeError] | None:
-        """Run `batch` at once; the first GKE failure, if any (others are raised)."""
+        """Run `batch` at once; the GKE failure to act on, if any (others are raised): a
+        terminal one before a retryable one, which another pass may clear."""
         results = await asyncio.gather(
             *(self._execute(request, action) for action in batch), return_exceptions=True
         )
-        failure = None
+        failures: list[tuple[Action, GkeError]] = []
         for action, result in zip(batch, results, strict=True):
             if isinstance(result, GkeError):
-                failure = failure or (action, result)
+                log.warning("%s/%s: %s failed: %s", request.namespace, request.name, action, result)
+                failures.append((action, result))
             elif isinstance(result, BaseException):
                 raise result
-        return failure
+        terminal = [f for f in failures if not f[1].retryable]
+        chosen = terminal or failures
+        return chosen[0] if chosen else None
 
     async def _execute(self, request: RequestView, action: Action) -> None:
         log.info("%s/%s: %s", request.namespace, request.name, type(action).__name__)
@@ -155,9 +168,16 @@ class Reconciler:
     async def _workload_policy(self, plan: SlicePlan) -> str | None:
         """The workload policy placing the slice (made or reused), when it needs one."""
         placement = plan.node_pool.placement_policy
-        if placement is None or not placement.workload_policy:
+        if placement is None or placement.type != "WORKLOAD_POLICY":
             return None
-        if self.policies is None or self.config.location is None:
+        if self._policies is None and self._connect_policies is not None:
+            try:
+                self._policies = self._connect_policies()
+            except GoogleAuthError as error:
+                raise GkeError(
+                    retryable=False, reason="ComputeUnavailable", message=str(error)
+                ) from error
+        if self._policies is None or self.config.location is None:
             raise GkeError(
                 retryable=False,
                 reason="WorkloadPolicyUnavailable",
@@ -165,7 +185,7 @@ class Reconciler:
                 "operator has no Compute client",
             )
         region = region_of(self.config.location)
-        return await self.policies.ensure_workload_policy(region, placement.tpu_topology)
+        return await self._policies.ensure_workload_policy(region, placement.tpu_topology)
 
     async def _gke_failed(
         self, observed: Observed, decision: Decision, action: Action, error: GkeError

@@ -25,6 +25,7 @@ from dws_operator.catalog import (
     topology_chips,
 )
 from dws_operator.durations import DURATION_PATTERN, format_duration
+from dws_operator.multislice import MAX_MULTISLICE_NAME
 from dws_operator.naming import MAX_SLICED_POOL_NAME
 from dws_operator.validation import (
     FLEX_START_MODES,
@@ -323,7 +324,14 @@ def root_rules() -> list[Rule]:
             f"self.metadata.name.matches({lit(NAME_PATTERN)})",
             f"metadata.name must be a DNS label of at most {MAX_NAME_LENGTH} characters that "
             "starts with a letter (the Job, Service and pod hostnames are derived from it)",
-        )
+        ),
+        Rule(
+            "!has(self.spec) || !has(self.spec.accelerator) || !has(self.spec.accelerator.tpu) "
+            "|| !has(self.spec.accelerator.tpu.slices) || self.spec.accelerator.tpu.slices == 1 "
+            f"|| size(self.metadata.name) <= {MAX_MULTISLICE_NAME}",
+            f"metadata.name has at most {MAX_MULTISLICE_NAME} characters with several slices "
+            "(the JobSet's pod names are built from it)",
+        ),
     ]
 
 

@@ -27,7 +27,8 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "jsonPath": ".status.plan.shape",
         "description": "TPU topology, or GPUs in all.",
     },
-    {"name": "Nodes", "type": "integer", "jsonPath": ".status.plan.nodes"},
+    # Every slice's nodes: a request with several slices shows its whole size.
+    {"name": "Nodes", "type": "integer", "jsonPath": ".status.plan.totalNodes"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Pool", "type": "string", "jsonPath": ".status.nodePool.name", "priority": 1},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},

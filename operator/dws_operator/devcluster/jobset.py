@@ -55,9 +55,6 @@ from dws_operator.devcluster.binaries import find_binaries
 from dws_operator.devcluster.manager import ManagerError, ManagerProcess
 
 CONFIG_API_VERSION = "config.jobset.x-k8s.io/v1alpha1"
-JOBSET_GROUP = "jobset.x-k8s.io"
-JOBSET_VERSION = "v1alpha2"
-JOBSET_PLURAL = "jobsets"
 
 
 class JobSetError(ManagerError):

@@ -72,6 +72,11 @@ def render_node_pool(
             )
         pool.placement_policy = NodePool.PlacementPolicy(policy_name=workload_policy)
     elif settings.placement_policy is not None:
+        if settings.placement_policy.type == "WORKLOAD_POLICY":
+            raise ValueError(
+                f"a {settings.placement_policy.tpu_topology} slice of {plan.accelerator} is "
+                "placed by a workload policy: pass its name as workload_policy"
+            )
         pool.placement_policy = NodePool.PlacementPolicy(
             type_=_PLACEMENT_TYPES[settings.placement_policy.type],
             tpu_topology=settings.placement_policy.tpu_topology,

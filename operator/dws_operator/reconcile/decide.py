@@ -24,9 +24,8 @@ from dws_operator.api import (
     TrainingRequestSpec,
     TrainingRequestStatus,
 )
-from dws_operator.api.spec import MAX_SLICES
-from dws_operator.errors import InvalidSpec, from_validation_error
-from dws_operator.multislice import JOBSET_KIND, render_jobset
+from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
+from dws_operator.multislice import JOBSET_KIND, MAX_MULTISLICE_NAME, render_jobset
 from dws_operator.naming import default_node_pool_name, slice_pool_names
 from dws_operator.planning import SlicePlan, plan_slice
 from dws_operator.reconcile import conditions as cond
@@ -65,6 +64,8 @@ RUNNING_POLL_SECONDS = 15.0
 @dataclass(frozen=True)
 class ReconcileConfig:
     kueue: bool = False
+    #: The cluster serves JobSets (jobset.x-k8s.io): multi-slice requests need them.
+    jobset: bool = False
     default_queue: str | None = None
     #: LocalQueue for QueuedProvisioning requests that name none.
     queued_queue: str | None = None
@@ -113,7 +114,9 @@ def slices_of(spec: Mapping[str, Any]) -> int:
     accelerator = spec.get("accelerator")
     tpu = accelerator.get("tpu") if isinstance(accelerator, dict) else None
     slices = tpu.get("slices", 1) if isinstance(tpu, dict) else 1
-    return slices if isinstance(slices, int) and 1 <= slices <= MAX_SLICES else 1
+    # Any stored count (admission bounded it when it was written): a later, lower bound
+    # must not rename the pools of requests that already exist.
+    return slices if isinstance(slices, int) and not isinstance(slices, bool) and slices >= 1 else 1
 
 
 def workload_kind(spec: Mapping[str, Any]) -> str:
@@ -171,7 +174,7 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
     run.status.plan = plan.summary()
     managed = not spec.node_pool.existing
     run.status.node_pool = NodePoolStatus(
-        name=pool_name,
+        name=plan.pool_names[0],
         managed=managed,
         location=config.location,
         operation=run.status.node_pool.operation if run.status.node_pool else None,
@@ -182,6 +185,25 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
     ]
     if run.status.phase in TERMINAL:
         return _clean_up(run, spec)
+    if plan.multi_slice and not config.jobset:
+        return run.fail(
+            "JobSetRequired",
+            f"{plan.slices} slices run as one JobSet (jobset.x-k8s.io); install the JobSet "
+            "controller in the cluster, or ask for one slice",
+        )
+    if plan.multi_slice and len(run.request.name) > MAX_MULTISLICE_NAME:
+        return _invalid(
+            run,
+            InvalidSpec(
+                [
+                    SpecError(
+                        "metadata.name",
+                        f"at most {MAX_MULTISLICE_NAME} characters with several slices (the "
+                        "JobSet's pod names are built from it)",
+                    )
+                ]
+            ),
+        )
     if uses_provisioning_request(spec.provisioning):
         if not config.kueue:
             return run.fail(
@@ -196,7 +218,12 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
                 "operator's DWS_DEFAULT_QUEUE",
             )
     run.status.requested_at = run.status.requested_at or run.now
-    still_provisioning = run.status.phase in (Phase.PROVISIONING, Phase.PENDING)
+    still_provisioning = run.status.phase in (
+        Phase.PROVISIONING,
+        Phase.PENDING,
+        # The workload could not be created yet (e.g. the API server refuses it for now).
+        Phase.WAITING_FOR_CAPACITY,
+    )
     if still_provisioning and run.observed.job is None and _timed_out(run, plan):
         _capacity_timeout(run, spec, plan)
         return _clean_up(run, spec)
@@ -415,10 +442,10 @@ def _clean_up(run: _Run, spec: TrainingRequestSpec) -> Decision:
     done = True
     if managed and ours:
         if cleanup == CleanupPolicy.SCALE_TO_ZERO:
-            for pool in ours:
-                if pool.max_nodes > 0:
-                    run.act(ScaleNodePoolToZero(pool.name))
-            if run.decision.actions:
+            scaling = [p for p in ours if p.max_nodes > 0]
+            for pool in scaling:
+                run.act(ScaleNodePoolToZero(pool.name))
+            if scaling:
                 done = False
             else:
                 names = _pool_list([p.name for p in ours])
@@ -429,7 +456,13 @@ def _clean_up(run: _Run, spec: TrainingRequestSpec) -> Decision:
                 if pool.state != PoolState.STOPPING:
                     run.act(DeleteNodePool(pool.name))
             done = False
-    elif managed and all(p is None for p in pools) and cleanup == CleanupPolicy.DELETE:
+    elif (
+        managed
+        and all(p is None for p in pools)
+        and cleanup == CleanupPolicy.DELETE
+        # A request that failed before it asked for a pool has none to report deleted.
+        and cond.condition(status.conditions, cond.NODE_POOL_READY) is not None
+    ):
         gone = "node pool deleted" if len(pools) == 1 else "node pools deleted"
         _scaled_down(run, "Deleted", gone)
     run.decision.requeue_after = None if done and not run.decision.actions else 1.0
@@ -437,11 +470,14 @@ def _clean_up(run: _Run, spec: TrainingRequestSpec) -> Decision:
 
 
 def _cleanup_policy(run: _Run, spec: TrainingRequestSpec) -> CleanupPolicy:
-    """The request's cleanup, except that a pool which never got capacity is deleted
-    (unless Keep): its name is this request's, so nothing else could ever use it."""
+    """The request's cleanup, except that pools which never got capacity are deleted
+    (unless Keep): their names are this request's, so nothing else could ever use them.
+    That is a request that timed out waiting, or one that failed before it ever ran (e.g.
+    GKE refused one slice's pool after another slice's was made)."""
     completed = cond.condition(run.status.conditions, cond.COMPLETED)
     timed_out = completed is not None and completed.reason == "CapacityTimeout"
-    if timed_out and spec.node_pool.cleanup == CleanupPolicy.SCALE_TO_ZERO:
+    never_ran = run.status.phase == Phase.FAILED and run.status.provisioned_at is None
+    if (timed_out or never_ran) and spec.node_pool.cleanup == CleanupPolicy.SCALE_TO_ZERO:
         return CleanupPolicy.DELETE
     return spec.node_pool.cleanup
 
