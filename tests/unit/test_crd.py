@@ -8,8 +8,12 @@ from typing import Any
 import pytest
 import yaml
 
+from dws_operator.catalog import TPU_GENERATIONS, default_machine_type
 from dws_operator.crd import custom_resource_definition, render_crd_yaml
+from dws_operator.crd.cel import _single_hosts
 from dws_operator.crd.schema import SchemaError, at_path
+from dws_operator.validation import slice_errors
+from tests.builders import make_spec, tpu
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "crds" / "trainingrequests.dws-operator.dev.yaml"
@@ -184,3 +188,15 @@ def test_rules_come_from_the_catalog(schema: dict[str, Any]) -> None:
 def test_missing_rule_path_is_an_error(schema: dict[str, Any]) -> None:
     with pytest.raises(SchemaError, match=r"no field spec\.nope"):
         at_path(schema, ("spec", "nope"))
+
+
+def test_cel_and_python_agree_on_every_single_vm_slice() -> None:
+    """The CEL rule's list of one-VM slices is the Python rule's, over the whole catalog."""
+    for generation in TPU_GENERATIONS.values():
+        cel = {(t, m) for t, m, _ in _single_hosts(generation)}
+        for topology, hosts in generation.topologies.items():
+            for machine in (None, *hosts):
+                spec = make_spec(tpu(generation.version, topology, machine, slices=2), "Spot")
+                chosen = machine or default_machine_type(generation, topology)
+                refused = bool(slice_errors(spec))
+                assert refused == ((topology, chosen) in cel), (generation.version, topology)

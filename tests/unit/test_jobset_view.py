@@ -1,0 +1,77 @@
+"""A JobSet seen as one workload (`controller.observe.jobset_view`): its own conditions
+say complete or failed; its Jobs say whether a node was lost and how many pods are ready."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes.client import V1Job, V1JobCondition, V1JobStatus, V1ObjectMeta
+
+from dws_operator.controller.observe import jobset_view
+
+UID = "uid-1"
+
+
+def jobset(*conditions: tuple[str, str, str], owner: str = UID) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "mega", "ownerReferences": [{"uid": owner}]},
+        "spec": {"suspend": False},
+        "status": {
+            "conditions": [
+                {"type": t, "status": s, "reason": r, "message": f"{t} {r}"}
+                for t, s, r in conditions
+            ]
+        },
+    }
+
+
+def child(name: str, ready: int = 0, failed: tuple[str, str] | None = None) -> V1Job:
+    conditions = []
+    if failed is not None:
+        conditions.append(
+            V1JobCondition(type="Failed", status="True", reason=failed[0], message=failed[1])
+        )
+    return V1Job(
+        metadata=V1ObjectMeta(name=name),
+        status=V1JobStatus(ready=ready, active=ready, conditions=conditions),
+    )
+
+
+def test_running_counts_ready_pods_over_every_slice() -> None:
+    view = jobset_view(jobset(), [child("mega-s0-0", 2), child("mega-s1-0", 1)], UID)
+    assert (view.ready, view.active, view.complete, view.failed) == (3, 3, False, False)
+    assert view.ours
+
+
+def test_completed() -> None:
+    view = jobset_view(jobset(("Completed", "True", "AllJobsCompleted")), [], UID)
+    assert (view.complete, view.failed) == (True, False)
+
+
+def test_failed_by_the_code_is_not_a_lost_node() -> None:
+    failed = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    view = jobset_view(
+        jobset(("Failed", "True", "ReachedMaxRestarts")), [child("mega-s1-0", failed=failed)], UID
+    )
+    assert (view.failed, view.disrupted) == (True, False)
+    assert view.failure_reason == "ReachedMaxRestarts"
+
+
+def test_a_slice_that_lost_a_node_makes_the_jobset_disrupted() -> None:
+    lost = ("PodFailurePolicy", "Container train for pod x failed: DisruptionTarget")
+    view = jobset_view(
+        jobset(("Failed", "True", "ReachedMaxRestarts")),
+        [child("mega-s0-0", 2), child("mega-s1-0", failed=lost)],
+        UID,
+    )
+    assert (view.failed, view.disrupted) == (True, True)
+
+
+def test_a_lost_node_before_the_jobset_failed_changes_nothing_yet() -> None:
+    lost = ("PodFailurePolicy", "Container train for pod x failed: DisruptionTarget")
+    view = jobset_view(jobset(), [child("mega-s1-0", failed=lost)], UID)
+    assert (view.failed, view.disrupted) == (False, False)
+
+
+def test_someone_elses_jobset_is_not_ours() -> None:
+    assert not jobset_view(jobset(owner="other"), [], UID).ours
