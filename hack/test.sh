@@ -33,4 +33,4 @@ if [ "$needs_cluster" = yes ] && [ -z "${DWS_K8S_BIN_DIR:-}" ]; then
 fi
 
 step "pytest"
-pytest "$@"
+pytest --durations=15 "$@"
