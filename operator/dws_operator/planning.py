@@ -16,6 +16,7 @@ from dws_operator.api import ApiModel, PlanSummary, TrainingRequestSpec
 from dws_operator.catalog import (
     GPU_ACCELERATOR_LABEL_KEY,
     GPU_ACCELERATORS,
+    GPU_DRIVER_VERSIONS,
     GPU_RESOURCE,
     GPU_TAINT_KEY,
     GPU_TAINT_VALUE,
@@ -102,6 +103,13 @@ class NodePoolSettings(PlanModel):
     zones: tuple[str, ...] = ()
     accelerator_type: str | None = Field(None, description="GPU type attached to each VM.")
     accelerator_count: int | None = None
+    gpu_driver_version: str | None = Field(
+        None,
+        description=(
+            "GKE's GPU driver installation: DEFAULT, LATEST or INSTALLATION_DISABLED "
+            "(GPU pools only)."
+        ),
+    )
 
 
 class SlicePlan(PlanModel):
@@ -169,6 +177,7 @@ class _Shape:
     taint: Toleration
     topology: str | None = None
     gpu_type: str | None = None
+    gpu_driver_version: str | None = None
     slices: int = 1
     workload_policy: bool = False
 
@@ -212,6 +221,7 @@ def _shape(spec: TrainingRequestSpec) -> _Shape:
         resource_name=GPU_RESOURCE,
         taint=Toleration(GPU_TAINT_KEY, GPU_TAINT_VALUE),
         gpu_type=gpu.type.value,
+        gpu_driver_version=GPU_DRIVER_VERSIONS[gpu.driver],
     )
 
 
@@ -255,6 +265,7 @@ def _node_pool(
         zones=tuple(provisioning.zones or ()),
         accelerator_type=shape.gpu_type,
         accelerator_count=shape.chips_per_node if shape.gpu_type else None,
+        gpu_driver_version=shape.gpu_driver_version,
     )
 
 

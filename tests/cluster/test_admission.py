@@ -194,6 +194,12 @@ MALFORMED: list[tuple[str, dict[str, Any], str]] = [
         "spec.accelerator.gpu.slices",
     ),
     ("slices-zero", _with("accelerator.tpu.slices", 0), "spec.accelerator.tpu.slices"),
+    (
+        "gpu-driver-unknown",
+        _with("accelerator.gpu.driver", "Newest", GPU_SPEC),
+        "spec.accelerator.gpu.driver",
+    ),
+    ("gpu-driver-on-tpu", _with("accelerator.tpu.driver", "Latest"), "spec.accelerator.tpu.driver"),
     ("slices-too-many", _with("accelerator.tpu.slices", 65), "spec.accelerator.tpu.slices"),
 ]
 
@@ -260,6 +266,10 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             ("tpu7x", "4x4x4", None, 4, "FlexStart"),
         )
     ],
+    *[
+        (f"gpu-driver-{d}", spec_body({"gpu": {"type": "nvidia-l4", "nodes": 1, "driver": d}}))
+        for d in ("Default", "Latest", "Disabled")
+    ],
     (
         "slices-named-pool",
         spec_body(tpu("v5p", "2x2x2", slices=2), nodePool={"name": "p" * 36}),
@@ -306,10 +316,13 @@ def test_valid_requests_are_accepted(
     TrainingRequestSpec.model_validate(spec)  # valid for the Python rules too
     assert spec_errors(TrainingRequestSpec.model_validate(spec)) == []
     created = create(api, namespace, manifest(_name(), spec))
-    # The server adds the one default of the accelerator: a TPU request is one slice.
+    # The server adds the accelerator's defaults: a TPU request is one slice, and GKE
+    # installs its default GPU driver.
     expected = copy.deepcopy(spec["accelerator"])
     if "tpu" in expected:
         expected["tpu"].setdefault("slices", 1)
+    if "gpu" in expected:
+        expected["gpu"].setdefault("driver", "Default")
     assert created["spec"]["accelerator"] == expected
 
 

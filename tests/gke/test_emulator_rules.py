@@ -427,3 +427,33 @@ def test_malformed_names_are_invalid(emulator: ClusterManagerEmulator) -> None:
     error = run(emulator, scenario)
     assert error.reason == "InvalidArgument"
     assert error.message.startswith("name: 'pool-only' is not of the form")
+
+
+Driver = container_v1.GPUDriverInstallationConfig.GPUDriverVersion
+
+
+@pytest.mark.parametrize(
+    ("driver", "expected"),
+    [
+        ("Default", Driver.DEFAULT),
+        ("Latest", Driver.LATEST),
+        ("Disabled", Driver.INSTALLATION_DISABLED),
+    ],
+)
+def test_gpu_driver_installation_is_recorded(
+    emulator: ClusterManagerEmulator, driver: str, expected: int
+) -> None:
+    accelerator = {"gpu": {"type": "nvidia-l4", "nodes": 2, "count": 1, "driver": driver}}
+    pool = rendered(accelerator, "Spot")
+
+    async def scenario(client: NodePoolClient) -> NodePool | None:
+        created = await client.create(pool, UID)
+        assert created.operation is not None
+        await client.wait(created.operation)
+        return await client.get(pool.name)
+
+    served = run(emulator, scenario)
+    assert served is not None
+    [gpus] = served.config.accelerators
+    assert (gpus.accelerator_type, gpus.accelerator_count) == ("nvidia-l4", 1)
+    assert gpus.gpu_driver_installation_config.gpu_driver_version == expected

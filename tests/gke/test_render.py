@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from google.cloud.container_v1 import (
     AcceleratorConfig,
+    GPUDriverInstallationConfig,
     NodeConfig,
     NodeManagement,
     NodePool,
@@ -15,6 +16,7 @@ from google.cloud.container_v1 import (
 )
 from google.protobuf.duration_pb2 import Duration
 
+from dws_operator.catalog import GpuType
 from dws_operator.gke import render_node_pool
 from dws_operator.planning import plan_slice
 from tests.builders import gpu, make_spec, tpu
@@ -41,8 +43,14 @@ def config(machine_type: str, **fields: Any) -> NodeConfig:
     return NodeConfig(machine_type=machine_type, labels=LABELS, resource_labels=LABELS, **fields)
 
 
-def gpus(count: int, kind: str) -> list[AcceleratorConfig]:
-    return [AcceleratorConfig(accelerator_count=count, accelerator_type=kind)]
+def gpus(count: int, kind: str, driver: str = "DEFAULT") -> list[AcceleratorConfig]:
+    return [
+        AcceleratorConfig(
+            accelerator_count=count,
+            accelerator_type=kind,
+            gpu_driver_installation_config=GPUDriverInstallationConfig(gpu_driver_version=driver),
+        )
+    ]
 
 
 CASES = [
@@ -179,6 +187,36 @@ CASES = [
         id="gpu-spot",
     ),
     pytest.param(
+        {"gpu": {"type": "nvidia-l4", "nodes": 1, "count": 1, "driver": "Latest"}},
+        "Spot",
+        {},
+        NodePool(
+            name="dws-pool",
+            config=config("g2-standard-4", spot=True, accelerators=gpus(1, "nvidia-l4", "LATEST")),
+            autoscaling=NodePoolAutoscaling(
+                enabled=True, min_node_count=0, max_node_count=1, location_policy=ANY
+            ),
+        ),
+        id="gpu-latest-driver",
+    ),
+    pytest.param(
+        {"gpu": {"type": "nvidia-l4", "nodes": 1, "count": 1, "driver": "Disabled"}},
+        "Spot",
+        {},
+        NodePool(
+            name="dws-pool",
+            config=config(
+                "g2-standard-4",
+                spot=True,
+                accelerators=gpus(1, "nvidia-l4", "INSTALLATION_DISABLED"),
+            ),
+            autoscaling=NodePoolAutoscaling(
+                enabled=True, min_node_count=0, max_node_count=1, location_policy=ANY
+            ),
+        ),
+        id="gpu-own-driver",
+    ),
+    pytest.param(
         gpu("nvidia-h200-141gb", nodes=1),
         "OnDemand",
         {},
@@ -265,6 +303,19 @@ def test_rendering_does_not_share_the_labels_dict() -> None:
     pool = render_node_pool(plan, name="dws-pool", labels=labels)
     labels["changed"] = "afterwards"
     assert "changed" not in pool.config.labels
+
+
+@pytest.mark.parametrize("gpu_type", [t.value for t in GpuType])
+def test_every_gpu_pool_asks_gke_for_a_driver(gpu_type: str) -> None:
+    """Unset, GKE's API installs no driver at all (gcloud fills in `default`; we must)."""
+    [accelerator] = rendered(gpu(gpu_type), "OnDemand").config.accelerators
+    assert "gpu_driver_installation_config" in accelerator
+    installation = accelerator.gpu_driver_installation_config
+    assert installation.gpu_driver_version == GPUDriverInstallationConfig.GPUDriverVersion.DEFAULT
+
+
+def test_tpu_pools_carry_no_accelerator_config() -> None:
+    assert list(rendered(tpu("v6e", "2x4"), "Spot").config.accelerators) == []
 
 
 def test_round_trips_the_wire_format() -> None:

@@ -9,7 +9,13 @@ from pydantic import Field, StringConstraints, model_validator
 
 from dws_operator.api.base import DNS_LABEL_PATTERN, NODE_POOL_NAME_PATTERN, ApiModel
 from dws_operator.api.template import PodTemplate
-from dws_operator.catalog import TOPOLOGY_PATTERN, GpuType, ProvisioningMode, TpuVersion
+from dws_operator.catalog import (
+    TOPOLOGY_PATTERN,
+    GpuDriver,
+    GpuType,
+    ProvisioningMode,
+    TpuVersion,
+)
 from dws_operator.durations import DURATION_PATTERN
 
 MACHINE_TYPE_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$"
@@ -97,6 +103,15 @@ class GpuSpec(ApiModel):
         ge=1,
         le=16,
         description="GPUs per VM; must match the machine type when both are given.",
+    )
+    driver: GpuDriver = Field(
+        GpuDriver.DEFAULT,
+        description=(
+            "NVIDIA driver GKE installs on each node: Default (the version GKE pairs with "
+            "the node's GKE version), Latest (the newest version GKE offers for it), or "
+            "Disabled (none: you install drivers yourself, e.g. with NVIDIA's GPU Operator; "
+            "until then the nodes advertise no nvidia.com/gpu and the pods wait)."
+        ),
     )
 
 

@@ -25,6 +25,12 @@ _RESERVATION_TYPES = {
         container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION
     ),
 }
+_DRIVER = container_v1.GPUDriverInstallationConfig.GPUDriverVersion
+_DRIVER_VERSIONS = {
+    "DEFAULT": _DRIVER.DEFAULT,
+    "LATEST": _DRIVER.LATEST,
+    "INSTALLATION_DISABLED": _DRIVER.INSTALLATION_DISABLED,
+}
 _LOCATION_POLICIES = {
     "ANY": container_v1.NodePoolAutoscaling.LocationPolicy.ANY,
     "BALANCED": container_v1.NodePoolAutoscaling.LocationPolicy.BALANCED,
@@ -92,12 +98,16 @@ def _node_config(settings: NodePoolSettings, labels: dict[str, str]) -> containe
     if settings.max_run_duration_seconds is not None:
         config.max_run_duration = duration_pb2.Duration(seconds=settings.max_run_duration_seconds)
     if settings.accelerator_type is not None:
-        config.accelerators = [
-            container_v1.AcceleratorConfig(
-                accelerator_count=settings.accelerator_count or 0,
-                accelerator_type=settings.accelerator_type,
+        accelerator = container_v1.AcceleratorConfig(
+            accelerator_count=settings.accelerator_count or 0,
+            accelerator_type=settings.accelerator_type,
+        )
+        if settings.gpu_driver_version is not None:
+            # Left unset, GKE installs no driver and the nodes never offer nvidia.com/gpu.
+            accelerator.gpu_driver_installation_config = container_v1.GPUDriverInstallationConfig(
+                gpu_driver_version=_DRIVER_VERSIONS[settings.gpu_driver_version]
             )
-        ]
+        config.accelerators = [accelerator]
     affinity = settings.reservation_affinity
     if affinity is not None:
         config.reservation_affinity = container_v1.ReservationAffinity(

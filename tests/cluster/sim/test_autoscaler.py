@@ -142,6 +142,38 @@ def test_capacity_arrives_after_simulated_delay(
     assert sim.node_count("l4-late") == 1
 
 
+def test_gpu_nodes_without_a_driver_offer_no_gpus(
+    sim: Sim, start_autoscaler: StartAutoscaler
+) -> None:
+    """Disabled: GKE installs no driver, so the node comes up without nvidia.com/gpu
+    and the GPU pod that brought it stays Pending until the user installs one."""
+    start_autoscaler(SimScenario(clock_factor=FAST))
+    accelerator = {"gpu": {"type": "nvidia-l4", "nodes": 1, "driver": "Disabled"}}
+    sim.create_pool(rendered(accelerator, "FlexStart", name="l4-nodriver"))
+    l4_pod(sim, "waits", "l4-nodriver")
+    [node] = eventually(lambda: sim.nodes("l4-nodriver"), what="the node")
+    assert "nvidia.com/gpu" not in node.status.capacity
+    assert "nvidia.com/gpu" not in node.status.allocatable
+    assert node.metadata.labels["cloud.google.com/gke-accelerator"] == "nvidia-l4"
+    assert "cloud.google.com/gke-gpu-driver-version" not in node.metadata.labels
+    eventually(
+        lambda: (
+            [
+                c.status
+                for c in sim.nodes("l4-nodriver")[0].status.conditions or []
+                if c.type == "Ready"
+            ]
+            == ["True"]
+        ),
+        what="the node Ready",
+    )
+    never(lambda: sim.pod("waits").spec.node_name, 2.0, "the GPU pod scheduled without GPUs")
+    assert sim.unschedulable("waits")
+    assert sim.phase("waits") == "Pending"
+    # One node for the one pod: its empty node does not bring more.
+    assert sim.node_count("l4-nodriver") == 1
+
+
 def test_stockout_gives_no_nodes(sim: Sim, start_autoscaler: StartAutoscaler) -> None:
     scenario = SimScenario(
         clock_factor=FAST,
