@@ -67,6 +67,14 @@ class AutoscalingPlan(PlanModel):
     min_node_count: int = 0
     max_node_count: int
     location_policy: str | None = None
+    total: bool = Field(
+        True,
+        description=(
+            "The limits bound the whole pool (GKE's total_*_node_count), not each zone: "
+            "per-zone limits would let a pool over N zones grow to N times the request. "
+            "False only for a pool given exactly one zone, where the two agree."
+        ),
+    )
 
 
 class ReservationAffinityPlan(PlanModel):
@@ -247,7 +255,11 @@ def _node_pool(
         queued_provisioning=mode.queued_provisioning,
         spot=mode.spot,
         autoscaling=AutoscalingPlan(
-            max_node_count=shape.nodes, location_policy=mode.location_policy
+            max_node_count=shape.nodes,
+            location_policy=mode.location_policy,
+            # With no zones the pool takes the cluster's node locations: several, in a
+            # regional cluster. GKE's queued-provisioning how-to caps the total too.
+            total=len(provisioning.zones or ()) != 1,
         ),
         reservation_affinity=affinity,
         auto_repair=mode.auto_repair,

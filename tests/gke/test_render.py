@@ -68,7 +68,7 @@ CASES = [
             ),
             initial_node_count=0,
             autoscaling=NodePoolAutoscaling(
-                enabled=True, min_node_count=0, max_node_count=4, location_policy=ANY
+                enabled=True, total_min_node_count=0, total_max_node_count=4, location_policy=ANY
             ),
             management=REPAIR_OFF,
             placement_policy=NodePool.PlacementPolicy(type_=COMPACT, tpu_topology="4x4"),
@@ -88,7 +88,7 @@ CASES = [
                 max_run_duration=Duration(seconds=86400),
             ),
             autoscaling=NodePoolAutoscaling(
-                enabled=True, min_node_count=0, max_node_count=1, location_policy=ANY
+                enabled=True, total_min_node_count=0, total_max_node_count=1, location_policy=ANY
             ),
             management=REPAIR_OFF,
         ),
@@ -102,7 +102,7 @@ CASES = [
             name="dws-pool",
             config=config("ct5lp-hightpu-4t", spot=True),
             autoscaling=NodePoolAutoscaling(
-                enabled=True, min_node_count=0, max_node_count=2, location_policy=ANY
+                enabled=True, total_min_node_count=0, total_max_node_count=2, location_policy=ANY
             ),
             placement_policy=NodePool.PlacementPolicy(type_=COMPACT, tpu_topology="2x4"),
         ),
@@ -147,7 +147,7 @@ CASES = [
                 max_run_duration=Duration(seconds=SEVEN_DAYS),
             ),
             autoscaling=NodePoolAutoscaling(
-                enabled=True, min_node_count=0, max_node_count=2, location_policy=ANY
+                enabled=True, total_min_node_count=0, total_max_node_count=2, location_policy=ANY
             ),
             management=REPAIR_OFF,
         ),
@@ -166,7 +166,7 @@ CASES = [
                 reservation_affinity=NO_RESERVATION,
             ),
             autoscaling=NodePoolAutoscaling(
-                enabled=True, min_node_count=0, max_node_count=4, location_policy=ANY
+                enabled=True, total_min_node_count=0, total_max_node_count=4, location_policy=ANY
             ),
             management=REPAIR_OFF,
             queued_provisioning=NodePool.QueuedProvisioning(enabled=True),
@@ -181,7 +181,7 @@ CASES = [
             name="dws-pool",
             config=config("g2-standard-4", spot=True, accelerators=gpus(1, "nvidia-l4")),
             autoscaling=NodePoolAutoscaling(
-                enabled=True, min_node_count=0, max_node_count=3, location_policy=ANY
+                enabled=True, total_min_node_count=0, total_max_node_count=3, location_policy=ANY
             ),
         ),
         id="gpu-spot",
@@ -194,7 +194,7 @@ CASES = [
             name="dws-pool",
             config=config("g2-standard-4", spot=True, accelerators=gpus(1, "nvidia-l4", "LATEST")),
             autoscaling=NodePoolAutoscaling(
-                enabled=True, min_node_count=0, max_node_count=1, location_policy=ANY
+                enabled=True, total_min_node_count=0, total_max_node_count=1, location_policy=ANY
             ),
         ),
         id="gpu-latest-driver",
@@ -211,7 +211,7 @@ CASES = [
                 accelerators=gpus(1, "nvidia-l4", "INSTALLATION_DISABLED"),
             ),
             autoscaling=NodePoolAutoscaling(
-                enabled=True, min_node_count=0, max_node_count=1, location_policy=ANY
+                enabled=True, total_min_node_count=0, total_max_node_count=1, location_policy=ANY
             ),
         ),
         id="gpu-own-driver",
@@ -223,7 +223,9 @@ CASES = [
         NodePool(
             name="dws-pool",
             config=config("a3-ultragpu-8g", accelerators=gpus(8, "nvidia-h200-141gb")),
-            autoscaling=NodePoolAutoscaling(enabled=True, min_node_count=0, max_node_count=1),
+            autoscaling=NodePoolAutoscaling(
+                enabled=True, total_min_node_count=0, total_max_node_count=1
+            ),
         ),
         id="gpu-on-demand",
     ),
@@ -330,6 +332,15 @@ def test_several_zones_cap_the_total_not_each_zone() -> None:
     assert (scaling.total_min_node_count, scaling.total_max_node_count) == (0, 2)
     assert (scaling.min_node_count, scaling.max_node_count) == (0, 0)
     assert list(pool.locations) == ["us-central1-a", "us-central1-b"]
+
+
+def test_without_zones_the_pool_takes_the_clusters_and_caps_the_total() -> None:
+    """A regional cluster's pool spans its 3 zones: per-zone limits would allow 3 x 2."""
+    pool = rendered(gpu("nvidia-h100-80gb", nodes=2), "Spot")
+    assert list(pool.locations) == []
+    scaling = pool.autoscaling
+    assert (scaling.total_min_node_count, scaling.total_max_node_count) == (0, 2)
+    assert (scaling.min_node_count, scaling.max_node_count) == (0, 0)
 
 
 def test_one_zone_uses_per_zone_limits() -> None:

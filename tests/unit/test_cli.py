@@ -83,6 +83,27 @@ def test_plan_shows_the_gpu_driver(
     assert json.loads(out)["nodePool"]["gpuDriverVersion"] == version
 
 
+@pytest.mark.parametrize(
+    ("zones", "total", "words"),
+    [
+        ([], True, "autoscaling 0..2 nodes in all"),
+        (["us-central1-a"], False, "autoscaling 0..2 nodes per zone"),
+        (["us-central1-a", "us-central1-b"], True, "autoscaling 0..2 nodes in all"),
+    ],
+)
+def test_plan_says_whether_limits_are_per_zone_or_total(
+    capsys: pytest.CaptureFixture[str], zones: list[str], total: bool, words: str
+) -> None:
+    argv = ["plan", "--gpu", "nvidia-h100-80gb", "--nodes", "2", "--mode", "Spot"]
+    for zone in zones:
+        argv += ["--zone", zone]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    assert words in out
+    code, out, _ = run(capsys, *argv, "-o", "json")
+    assert json.loads(out)["nodePool"]["autoscaling"]["total"] is total
+
+
 def test_tpu_plans_show_no_gpu_driver(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "plan", "--tpu", "v6e", "--topology", "4x4")
     assert code == 0

@@ -268,7 +268,8 @@ def _pool_lines(plan: SlicePlan) -> list[str]:
     lines = [
         name,
         ", ".join(flags),
-        f"autoscaling {scaling.min_node_count}..{scaling.max_node_count} nodes{policy}, "
+        f"autoscaling {scaling.min_node_count}..{scaling.max_node_count} nodes "
+        f"{'in all' if scaling.total else 'per zone'}{policy}, "
         f"starts with {pool.initial_node_count}",
     ]
     if pool.gpu_driver_version is not None:

@@ -277,6 +277,15 @@ def max_nodes(pool: container_v1.NodePool) -> int:
     return int(autoscaling.max_node_count) * max(1, len(pool.locations))
 
 
+def zone_limit(pool: container_v1.NodePool) -> int | None:
+    """The most nodes one zone of `pool` may hold: its per-zone maximum; None when its
+    limits are the pool's total (or it is not autoscaled: only resizes set its size)."""
+    autoscaling = pool.autoscaling
+    if not autoscaling.enabled or autoscaling.total_max_node_count:
+        return None
+    return int(autoscaling.max_node_count)
+
+
 def node_name(cluster: str, pool: str, index: int) -> str:
     """`gke-<cluster>-<pool>-<n>` (GKE adds an instance-group hash; the emulator counts)."""
     return f"gke-{cluster}-{pool}-{index}"

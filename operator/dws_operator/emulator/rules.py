@@ -26,6 +26,18 @@ __all__ = [
     "validate_new_pool",
 ]
 
+#: GKE's answer to an autoscaling block with both a per-zone and a total maximum
+#: (an update GKE rejected, as a 2026 GKE fleet-audit runbook quotes it; secondary).
+BOTH_LIMITS = (
+    "node_pool_autoscaling.max_node_count and node_pool_autoscaling.total_max_node_count "
+    "cannot be both greater than zero"
+)
+#: GKE's answer to creating an autoscaled pool with neither maximum (a CreateNodePool in
+#: terraform-google-modules/terraform-google-kubernetes-engine#1554, 2023).
+NO_LIMIT = (
+    "Node_pool_autoscaling.max_node_count and node_pool_autoscaling.total_max_node_count "
+    "cannot be both set to zero."
+)
 _NAME_RE = re.compile(NODE_POOL_NAME_PATTERN)
 #: TPU generations flex-start does not serve (facts sheet, section 1).
 _NO_FLEX_START_TPU_PREFIXES = ("ct4p-", "ct3-", "ct3p-")
@@ -68,8 +80,17 @@ def validate_autoscaling(field: str, autoscaling: container_v1.NodePoolAutoscali
                 f"{field}.{suffix}max_node_count",
                 f"must be >= {suffix}min_node_count ({low}), got {high}",
             )
-    if any(per_zone) and any(total):
-        raise invalid(field, "set either min/max_node_count or total_min/max_node_count, not both")
+    # The two families are mutually exclusive. With each minimum at most its maximum,
+    # both maximums set is the only way to set both.
+    if per_zone[1] and total[1]:
+        raise invalid(field, BOTH_LIMITS)
+
+
+def validate_new_autoscaling(field: str, autoscaling: container_v1.NodePoolAutoscaling) -> None:
+    """CreateNodePool's extra rule: an autoscaled pool needs a maximum of some kind."""
+    validate_autoscaling(field, autoscaling)
+    if autoscaling.enabled and not (autoscaling.max_node_count or autoscaling.total_max_node_count):
+        raise invalid(field, NO_LIMIT)
 
 
 def validate_new_pool(
@@ -90,7 +111,7 @@ def validate_new_pool(
             )
     if pool.initial_node_count < 0:
         raise invalid("node_pool.initial_node_count", "must be >= 0")
-    validate_autoscaling("node_pool.autoscaling", pool.autoscaling)
+    validate_new_autoscaling("node_pool.autoscaling", pool.autoscaling)
     # Queued provisioning first: its pools are flex-start pools with stricter rules,
     # and its own messages say more than flex-start's would.
     if pool.queued_provisioning.enabled:

@@ -128,8 +128,7 @@ def _autoscaling(settings: NodePoolSettings) -> container_v1.NodePoolAutoscaling
             plan.location_policy or "", policy.LOCATION_POLICY_UNSPECIFIED
         ),
     )
-    if len(settings.zones) > 1:
-        # Per-zone limits would let a pool over N zones grow to N slices: cap the total.
+    if plan.total:
         # GKE takes either the per-zone or the total limits, never both.
         autoscaling.total_min_node_count = plan.min_node_count
         autoscaling.total_max_node_count = plan.max_node_count

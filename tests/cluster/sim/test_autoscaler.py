@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+from google.cloud import container_v1
+
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.emulator.scenario import CapacityRule, Preemption, SimScenario
 from dws_operator.emulator.stages import SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION
@@ -16,6 +18,7 @@ from tests.polling import eventually
 
 TPU_TOLERATION = {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+ZONE = "topology.kubernetes.io/zone"
 #: One simulated minute per real second.
 FAST = 60.0
 
@@ -172,6 +175,45 @@ def test_gpu_nodes_without_a_driver_offer_no_gpus(
     assert sim.phase("waits") == "Pending"
     # One node for the one pod: its empty node does not bring more.
     assert sim.node_count("l4-nodriver") == 1
+
+
+def test_limits_per_zone_or_in_all_in_a_regional_cluster(
+    sim: Sim, start_autoscaler: StartAutoscaler
+) -> None:
+    """Both pools span the cluster's three zones. A total limit of 2 is 2 nodes; a
+    per-zone limit of 1 is one node in each zone: 3, more than was asked for."""
+    start_autoscaler(SimScenario(clock_factor=FAST))
+    total = rendered(gpu("nvidia-l4", nodes=2), "Spot", name="l4-total")
+    per_zone = rendered(gpu("nvidia-l4", nodes=2), "Spot", name="l4-zonal")
+    per_zone.autoscaling = container_v1.NodePoolAutoscaling(
+        enabled=True, max_node_count=1, location_policy=per_zone.autoscaling.location_policy
+    )
+    sim.create_pool(total)
+    sim.create_pool(per_zone)
+    for pool in ("l4-total", "l4-zonal"):
+        for index in range(3):
+            sim.create_pod(
+                f"{pool}-{index}",
+                node_selector={NODE_POOL_LABEL_KEY: pool},
+                resources={"nvidia.com/gpu": "8"},
+                tolerations=[GPU_TOLERATION],
+            )
+
+    zonal = eventually(lambda: len(sim.nodes("l4-zonal")) == 3 and sim.nodes("l4-zonal"))
+    assert sorted(n.metadata.labels[ZONE] for n in zonal) == [
+        "us-central1-a",
+        "us-central1-b",
+        "us-central1-c",
+    ]
+    eventually(lambda: len(sim.nodes("l4-total")) == 2, what="two nodes in all")
+    never(lambda: len(sim.nodes("l4-total")) > 2, 1.5, "a node beyond the total limit")
+    assert sim.node_count("l4-total") == 2
+    assert sim.node_count("l4-zonal") == 3
+
+    def bound() -> list[bool]:
+        return sorted(bool(sim.pod(f"l4-total-{i}").spec.node_name) for i in range(3))
+
+    eventually(lambda: bound() == [False, True, True], what="two pods placed, one waiting")
 
 
 def test_stockout_gives_no_nodes(sim: Sim, start_autoscaler: StartAutoscaler) -> None:
@@ -375,7 +417,7 @@ def test_queued_pool_grows_only_through_requests_matched_by_template(
     sim: Sim, start_autoscaler: StartAutoscaler
 ) -> None:
     start_autoscaler(SimScenario(clock_factor=FAST, provisioning_timeout_seconds=120))
-    # One node per zone at most: 3 in all.
+    # One node in all (a total limit), though the pool spans the cluster's three zones.
     sim.create_pool(rendered(gpu("nvidia-h100-80gb"), "QueuedProvisioning", name="h100-q1"))
     # A pod without a ProvisioningRequest never scales a queued pool up.
     sim.create_pod(
@@ -407,7 +449,7 @@ def test_queued_pool_grows_only_through_requests_matched_by_template(
             },
         },
     )
-    for name, count in (("fits", 1), ("too-big", 4)):
+    for name, count in (("fits", 1), ("too-big", 2)):
         sim.create_custom(
             "provisioningrequests",
             {
@@ -431,7 +473,7 @@ def test_queued_pool_grows_only_through_requests_matched_by_template(
     details = sim.provisioning_request("fits")["status"]["provisioningClassDetails"]
     assert details["NodePoolName"] == "h100-q1"
 
-    # 4 nodes never fit a pool of at most 3: Failed after 2 simulated minutes.
+    # 2 nodes never fit a pool of at most 1: Failed after 2 simulated minutes.
     eventually(lambda: "Failed" in conditions("too-big"), timeout=10.0, what="too-big Failed")
     assert conditions("too-big")["Failed"] == ("True", "WaitTimeExceeded")
     assert conditions("too-big")["Accepted"][0] == "True"
