@@ -135,6 +135,18 @@ RULES = [
         id="flex-start-rejects-tpu-v4",
     ),
     pytest.param(
+        change(lambda: rendered(gpu("nvidia-gb200"), "OnDemand"), as_flex_start),
+        "node_pool.config.machine_type",
+        "flex-start does not support machine type a4x-highgpu-4g (nvidia-gb200)",
+        id="flex-start-rejects-a4x",
+    ),
+    pytest.param(
+        change(lambda: rendered(gpu("nvidia-gb200", nodes=2), "OnDemand"), as_queued_flex_start),
+        "node_pool.config.machine_type",
+        "flex-start with queued provisioning does not support machine type a4x-highgpu-4g",
+        id="queued-provisioning-rejects-a4x",
+    ),
+    pytest.param(
         change(flex_tpu, set_("config.max_run_duration", Duration(seconds=8 * 86400))),
         "node_pool.config.max_run_duration",
         "7 days",
@@ -490,3 +502,20 @@ def test_gpu_driver_installation_is_recorded(
     [gpus] = served.config.accelerators
     assert (gpus.accelerator_type, gpus.accelerator_count) == ("nvidia-l4", 1)
     assert gpus.gpu_driver_installation_config.gpu_driver_version == expected
+
+
+def test_a4x_is_served_from_a_reservation(emulator: ClusterManagerEmulator) -> None:
+    """Flex-start refuses A4X; a pool consuming a reservation of it is created."""
+    pool = rendered(gpu("nvidia-gb200", nodes=2), "Reservation", provisioning={"reservation": "r"})
+
+    async def scenario(client: NodePoolClient) -> NodePool | None:
+        created = await client.create(pool, UID)
+        assert created.operation is not None
+        await client.wait(created.operation)
+        return await client.get(pool.name)
+
+    served = run(emulator, scenario)
+    assert served is not None
+    assert served.status == NodePool.Status.RUNNING
+    assert served.config.machine_type == "a4x-highgpu-4g"
+    assert not served.config.flex_start

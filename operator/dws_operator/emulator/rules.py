@@ -41,6 +41,14 @@ NO_LIMIT = (
 _NAME_RE = re.compile(NODE_POOL_NAME_PATTERN)
 #: TPU generations flex-start does not serve (facts sheet, section 1).
 _NO_FLEX_START_TPU_PREFIXES = ("ct4p-", "ct3-", "ct3p-")
+#: GPU machine types flex-start does not serve (the catalog's A4X row): "A4X Max and A4X
+#: compute instances can't be provisioned by flex-start" (AI Hypercomputer's GKE guide).
+_NO_FLEX_START_GPU_MACHINES = {
+    m.name: a.type.value
+    for a in GPU_ACCELERATORS.values()
+    if not a.flex_start
+    for m in a.machine_types
+}
 
 _NO_RESERVATION = container_v1.ReservationAffinity.Type.NO_RESERVATION
 _SPECIFIC_RESERVATION = container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION
@@ -141,6 +149,16 @@ def _check_flex_start(pool: container_v1.NodePool) -> None:
         raise invalid(
             "node_pool.config.machine_type",
             f"flex-start does not support TPU v3 or v4 ({config.machine_type})",
+        )
+    gpu = _NO_FLEX_START_GPU_MACHINES.get(config.machine_type)
+    if gpu is not None:
+        # Ours: GKE's own wording for this refusal was not found.
+        queued = pool.queued_provisioning.enabled
+        kind = "flex-start with queued provisioning" if queued else "flex-start"
+        raise invalid(
+            "node_pool.config.machine_type",
+            f"{kind} does not support machine type {config.machine_type} ({gpu}): A4X "
+            "VMs are not provisioned by flex-start; use a reservation",
         )
     # Read the raw protobuf: proto-plus would hand back a timedelta the stubs don't know.
     seconds = int(container_v1.NodeConfig.pb(config).max_run_duration.seconds)
