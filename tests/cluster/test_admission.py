@@ -19,7 +19,7 @@ from dws_operator.api import GROUP, PLURAL, VERSION, TrainingRequestSpec
 from dws_operator.catalog import GPU_ACCELERATORS, TPU_GENERATIONS, ProvisioningMode
 from dws_operator.validation import spec_errors
 from tests.builders import CONTAINER, gpu, manifest, spec_body, tpu
-from tests.corpus import INVALID
+from tests.corpus import INVALID, MALFORMED_RESERVATIONS, VALID_RESERVATIONS
 from tests.unit import facts
 
 pytestmark = pytest.mark.usefixtures("training_request_crd")
@@ -169,6 +169,14 @@ MALFORMED: list[tuple[str, dict[str, Any], str]] = [
         _with("provisioning.reservation", "Not A Name"),
         "spec.provisioning.reservation",
     ),
+    *[
+        (
+            f"reservation-{case}",
+            _with("provisioning", {"mode": "Reservation", "reservation": value}),
+            "spec.provisioning.reservation",
+        )
+        for case, value in MALFORMED_RESERVATIONS
+    ],
     ("cleanup-unknown", _with("nodePool", {"cleanup": "Shred"}), "spec.nodePool.cleanup"),
     ("pool-name-too-long", _with("nodePool", {"name": "p" * 41}), "spec.nodePool.name"),
     ("pool-name-uppercase", _with("nodePool", {"name": "Pool"}), "spec.nodePool.name"),
@@ -282,6 +290,13 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             provisioning={"reservation": "projects/my-proj/reservations/blk-1"},
         ),
     ),
+    *[
+        (
+            f"reservation-{index}",
+            spec_body(gpu("nvidia-b200"), mode="Reservation", provisioning={"reservation": r}),
+        )
+        for index, r in enumerate(VALID_RESERVATIONS)
+    ],
     (
         "durations",
         spec_body(TPU_4X4, provisioning={"maxWaitDuration": "0s", "maxRunDuration": "1h30m"}),
@@ -360,7 +375,7 @@ ACCELERATORS = st.one_of(
 )
 PROVISIONING = st.fixed_dictionaries(
     {"maxRunDuration": st.sampled_from(["1h", "168h", "169h", "0s", "10080m"])},
-    optional={"reservation": st.just("blk-1")},
+    optional={"reservation": st.sampled_from(VALID_RESERVATIONS)},
 )
 
 

@@ -46,6 +46,18 @@ MODES = [
         {"provisioning": {"reservation": "blocks-b200"}},
         id="gpu-reservation",
     ),
+    pytest.param(
+        gpu("nvidia-h200-141gb", nodes=2),
+        "Reservation",
+        {"provisioning": {"reservation": "projects/my-proj/reservations/r1/reservationBlocks/b1"}},
+        id="gpu-reservation-block",
+    ),
+    pytest.param(
+        tpu("tpu7x", "2x2x1"),
+        "Reservation",
+        {"provisioning": {"reservation": "r1/reservationBlocks/b1/reservationSubBlocks/s1"}},
+        id="tpu-reservation-sub-block",
+    ),
 ]
 
 

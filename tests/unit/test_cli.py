@@ -83,6 +83,14 @@ def test_plan_shows_the_gpu_driver(
     assert json.loads(out)["nodePool"]["gpuDriverVersion"] == version
 
 
+def test_plan_targets_a_reservation_block(capsys: pytest.CaptureFixture[str]) -> None:
+    block = "projects/my-proj/reservations/r1/reservationBlocks/b1"
+    argv = ["plan", "--gpu", "nvidia-b200", "--nodes", "2", "--mode", "Reservation"]
+    code, out, _ = run(capsys, *argv, "--reservation", block)
+    assert code == 0
+    assert f"reservation SPECIFIC_RESERVATION {block}" in out
+
+
 @pytest.mark.parametrize(
     ("zones", "total", "words"),
     [
@@ -170,6 +178,19 @@ def test_yaml_output(capsys: pytest.CaptureFixture[str]) -> None:
             ["--gpu-driver", "not with --tpu"],
         ),
         (["--tpu", "v6e", "--topology", "4x4", "--mode", "Reservation"], ["--reservation"]),
+        (
+            [
+                "--tpu",
+                "v6e",
+                "--topology",
+                "4x4",
+                "--mode",
+                "Reservation",
+                "--reservation",
+                "r1/reservationBlock/b1",
+            ],
+            ["--reservation", "malformed", "/reservationBlocks/BLOCK"],
+        ),
         (
             ["--tpu", "v6e", "--topology", "4x4", "--max-run-duration", "8d"],
             ["--max-run-duration", "malformed"],

@@ -78,7 +78,11 @@ def register(commands: Any) -> None:
         default=ProvisioningMode.FLEX_START.value,
         help=f"provisioning mode: {_choices(ProvisioningMode)} (default FlexStart)",
     )
-    parser.add_argument("--reservation", help="reservation name (mode Reservation)")
+    parser.add_argument(
+        "--reservation",
+        help="reservation (mode Reservation): NAME or projects/P/reservations/NAME, "
+        "optionally /reservationBlocks/BLOCK[/reservationSubBlocks/SUB_BLOCK]",
+    )
     parser.add_argument("--zone", action="append", dest="zones", help="node zone (repeatable)")
     parser.add_argument("--max-wait-duration", help="how long to wait for capacity (default 24h)")
     parser.add_argument("--max-run-duration", help="longest run time (default 168h)")
