@@ -254,3 +254,41 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "never deletes a pool it did not create",
     ),
 ]
+
+#: Reservation references the field's pattern refuses (in pydantic and in the CRD):
+#: (case, value). Blocks and sub-blocks are Compute resource names under fixed
+#: collection names, in that order, below a reservation.
+MALFORMED_RESERVATIONS: list[tuple[str, str]] = [
+    ("block-empty", "r1/reservationBlocks/"),
+    ("block-collection-singular", "r1/reservationBlock/b1"),
+    ("block-collection-case", "r1/ReservationBlocks/b1"),
+    ("block-name-uppercase", "r1/reservationBlocks/Block-1"),
+    ("block-name-underscore", "r1/reservationBlocks/b_1"),
+    ("block-name-trailing-hyphen", "r1/reservationBlocks/b1-"),
+    ("block-without-reservation", "reservationBlocks/b1"),
+    ("sub-block-without-block", "r1/reservationSubBlocks/s1"),
+    ("sub-block-empty", "r1/reservationBlocks/b1/reservationSubBlocks/"),
+    ("sub-block-collection-singular", "r1/reservationBlocks/b1/reservationSubBlock/s1"),
+    ("below-sub-block", "r1/reservationBlocks/b1/reservationSubBlocks/s1/x"),
+    ("block-trailing-slash", "r1/reservationBlocks/b1/"),
+    ("shared-block-project-too-short", "projects/p/reservations/r1/reservationBlocks/b1"),
+    ("shared-block-zone-path", "projects/my-proj/zones/us-central1-a/reservations/r1"),
+    ("block-too-long", "r1/reservationBlocks/" + "b" * 64),
+]
+
+#: Reservation references GKE takes as `--reservation` (and as the reservation
+#: affinity's value): a reservation, a shared one, one block of either, one sub-block.
+VALID_RESERVATIONS: list[str] = [
+    "r1",
+    "projects/my-proj/reservations/r1",
+    "r1/reservationBlocks/r1-block-0001",
+    "projects/my-proj/reservations/r1/reservationBlocks/b1",
+    "r1/reservationBlocks/b1/reservationSubBlocks/sb-7",
+    "projects/my-proj/reservations/r1/reservationBlocks/b1/reservationSubBlocks/sb-7",
+    "projects/my-proj/reservations/"
+    + "r" * 63
+    + "/reservationBlocks/"
+    + "b" * 63
+    + "/reservationSubBlocks/"
+    + "s" * 63,
+]

@@ -16,6 +16,7 @@ from dws_operator.api import ApiModel, PlanSummary, TrainingRequestSpec
 from dws_operator.catalog import (
     GPU_ACCELERATOR_LABEL_KEY,
     GPU_ACCELERATORS,
+    GPU_DRIVER_VERSIONS,
     GPU_RESOURCE,
     GPU_TAINT_KEY,
     GPU_TAINT_VALUE,
@@ -66,6 +67,14 @@ class AutoscalingPlan(PlanModel):
     min_node_count: int = 0
     max_node_count: int
     location_policy: str | None = None
+    total: bool = Field(
+        True,
+        description=(
+            "The limits bound the whole pool (GKE's total_*_node_count), not each zone: "
+            "per-zone limits would let a pool over N zones grow to N times the request. "
+            "False only for a pool given exactly one zone, where the two agree."
+        ),
+    )
 
 
 class ReservationAffinityPlan(PlanModel):
@@ -103,6 +112,13 @@ class NodePoolSettings(PlanModel):
     zones: tuple[str, ...] = ()
     accelerator_type: str | None = Field(None, description="GPU type attached to each VM.")
     accelerator_count: int | None = None
+    gpu_driver_version: str | None = Field(
+        None,
+        description=(
+            "GKE's GPU driver installation: DEFAULT, LATEST or INSTALLATION_DISABLED "
+            "(GPU pools only)."
+        ),
+    )
 
 
 class SlicePlan(PlanModel):
@@ -170,6 +186,7 @@ class _Shape:
     taint: Toleration
     topology: str | None = None
     gpu_type: str | None = None
+    gpu_driver_version: str | None = None
     slices: int = 1
     workload_policy: bool = False
 
@@ -213,6 +230,7 @@ def _shape(spec: TrainingRequestSpec) -> _Shape:
         resource_name=GPU_RESOURCE,
         taint=Toleration(GPU_TAINT_KEY, GPU_TAINT_VALUE),
         gpu_type=gpu.type.value,
+        gpu_driver_version=GPU_DRIVER_VERSIONS[gpu.driver],
     )
 
 
@@ -238,7 +256,11 @@ def _node_pool(
         queued_provisioning=mode.queued_provisioning,
         spot=mode.spot,
         autoscaling=AutoscalingPlan(
-            max_node_count=shape.nodes, location_policy=mode.location_policy
+            max_node_count=shape.nodes,
+            location_policy=mode.location_policy,
+            # With no zones the pool takes the cluster's node locations: several, in a
+            # regional cluster. GKE's queued-provisioning how-to caps the total too.
+            total=len(provisioning.zones or ()) != 1,
         ),
         reservation_affinity=affinity,
         auto_repair=mode.auto_repair,
@@ -257,6 +279,7 @@ def _node_pool(
         zones=tuple(provisioning.zones or ()),
         accelerator_type=shape.gpu_type,
         accelerator_count=shape.chips_per_node if shape.gpu_type else None,
+        gpu_driver_version=shape.gpu_driver_version,
     )
 
 

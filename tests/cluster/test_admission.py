@@ -19,7 +19,7 @@ from dws_operator.api import GROUP, PLURAL, VERSION, TrainingRequestSpec
 from dws_operator.catalog import GPU_ACCELERATORS, TPU_GENERATIONS, ProvisioningMode
 from dws_operator.validation import spec_errors
 from tests.builders import CONTAINER, gpu, manifest, spec_body, tpu
-from tests.corpus import INVALID
+from tests.corpus import INVALID, MALFORMED_RESERVATIONS, VALID_RESERVATIONS
 from tests.unit import facts
 
 pytestmark = pytest.mark.usefixtures("training_request_crd")
@@ -169,6 +169,14 @@ MALFORMED: list[tuple[str, dict[str, Any], str]] = [
         _with("provisioning.reservation", "Not A Name"),
         "spec.provisioning.reservation",
     ),
+    *[
+        (
+            f"reservation-{case}",
+            _with("provisioning", {"mode": "Reservation", "reservation": value}),
+            "spec.provisioning.reservation",
+        )
+        for case, value in MALFORMED_RESERVATIONS
+    ],
     ("cleanup-unknown", _with("nodePool", {"cleanup": "Shred"}), "spec.nodePool.cleanup"),
     ("pool-name-too-long", _with("nodePool", {"name": "p" * 41}), "spec.nodePool.name"),
     ("pool-name-uppercase", _with("nodePool", {"name": "Pool"}), "spec.nodePool.name"),
@@ -194,6 +202,12 @@ MALFORMED: list[tuple[str, dict[str, Any], str]] = [
         "spec.accelerator.gpu.slices",
     ),
     ("slices-zero", _with("accelerator.tpu.slices", 0), "spec.accelerator.tpu.slices"),
+    (
+        "gpu-driver-unknown",
+        _with("accelerator.gpu.driver", "Newest", GPU_SPEC),
+        "spec.accelerator.gpu.driver",
+    ),
+    ("gpu-driver-on-tpu", _with("accelerator.tpu.driver", "Latest"), "spec.accelerator.tpu.driver"),
     ("slices-too-many", _with("accelerator.tpu.slices", 65), "spec.accelerator.tpu.slices"),
 ]
 
@@ -271,6 +285,10 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             ("tpu7x", "4x4x4", None, 4, "FlexStart"),
         )
     ],
+    *[
+        (f"gpu-driver-{d}", spec_body({"gpu": {"type": "nvidia-l4", "nodes": 1, "driver": d}}))
+        for d in ("Default", "Latest", "Disabled")
+    ],
     (
         "slices-named-pool",
         spec_body(tpu("v5p", "2x2x2", slices=2), nodePool={"name": "p" * 36}),
@@ -283,6 +301,13 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             provisioning={"reservation": "projects/my-proj/reservations/blk-1"},
         ),
     ),
+    *[
+        (
+            f"reservation-{index}",
+            spec_body(gpu("nvidia-b200"), mode="Reservation", provisioning={"reservation": r}),
+        )
+        for index, r in enumerate(VALID_RESERVATIONS)
+    ],
     (
         "durations",
         spec_body(TPU_4X4, provisioning={"maxWaitDuration": "0s", "maxRunDuration": "1h30m"}),
@@ -317,10 +342,13 @@ def test_valid_requests_are_accepted(
     TrainingRequestSpec.model_validate(spec)  # valid for the Python rules too
     assert spec_errors(TrainingRequestSpec.model_validate(spec)) == []
     created = create(api, namespace, manifest(_name(), spec))
-    # The server adds the one default of the accelerator: a TPU request is one slice.
+    # The server adds the accelerator's defaults: a TPU request is one slice, and GKE
+    # installs its default GPU driver.
     expected = copy.deepcopy(spec["accelerator"])
     if "tpu" in expected:
         expected["tpu"].setdefault("slices", 1)
+    if "gpu" in expected:
+        expected["gpu"].setdefault("driver", "Default")
     assert created["spec"]["accelerator"] == expected
 
 
@@ -358,7 +386,7 @@ ACCELERATORS = st.one_of(
 )
 PROVISIONING = st.fixed_dictionaries(
     {"maxRunDuration": st.sampled_from(["1h", "168h", "169h", "0s", "10080m"])},
-    optional={"reservation": st.just("blk-1")},
+    optional={"reservation": st.sampled_from(VALID_RESERVATIONS)},
 )
 
 

@@ -12,7 +12,8 @@ from google.cloud import container_v1
 
 from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
 from dws_operator.gke import GkeError, NodePoolClient, PollPolicy, endpoint_from_env, pool_labels
-from tests.builders import gpu, tpu
+from dws_operator.planning import plan_slice
+from tests.builders import gpu, make_spec, tpu
 from tests.gke.harness import FAST, LABELS, UID, MakeEmulator, rendered, run
 
 Operation = container_v1.Operation
@@ -44,6 +45,18 @@ MODES = [
         "Reservation",
         {"provisioning": {"reservation": "blocks-b200"}},
         id="gpu-reservation",
+    ),
+    pytest.param(
+        gpu("nvidia-h200-141gb", nodes=2),
+        "Reservation",
+        {"provisioning": {"reservation": "projects/my-proj/reservations/r1/reservationBlocks/b1"}},
+        id="gpu-reservation-block",
+    ),
+    pytest.param(
+        tpu("tpu7x", "2x2x1"),
+        "Reservation",
+        {"provisioning": {"reservation": "r1/reservationBlocks/b1/reservationSubBlocks/s1"}},
+        id="tpu-reservation-sub-block",
     ),
 ]
 
@@ -83,7 +96,14 @@ def test_create_wait_get(
         assert list(affinity.values) == [extra["provisioning"]["reservation"]]
     elif mode in ("FlexStart", "QueuedProvisioning"):
         assert affinity.consume_reservation_type == affinity.Type.NO_RESERVATION
-    if "tpu" in accelerator and received.autoscaling.max_node_count > 1:
+    nodes = plan_slice(make_spec(accelerator, mode, **extra)).nodes
+    # One zone given: per-zone limits; otherwise the pool's total.
+    one_zone = len(extra.get("provisioning", {}).get("zones", [])) == 1
+    limits = received.autoscaling
+    assert (limits.max_node_count, limits.total_max_node_count) == (
+        (nodes, 0) if one_zone else (0, nodes)
+    )
+    if "tpu" in accelerator and nodes > 1:
         assert received.placement_policy.tpu_topology == accelerator["tpu"]["topology"]
     else:
         assert "placement_policy" not in received

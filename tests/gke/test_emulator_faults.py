@@ -205,6 +205,36 @@ def test_gpu_quota(make_emulator: MakeEmulator) -> None:
     assert "quota of '16' with '0' available" in error.message
 
 
+def test_per_zone_limits_hold_quota_in_every_zone_of_a_regional_pool(
+    make_emulator: MakeEmulator,
+) -> None:
+    """No zones given: the pool takes the regional cluster's three. A total limit of 2
+    holds 2 nodes of quota; a per-zone limit of 2 would let it grow to 6 and holds 6."""
+    emulator = make_emulator(fast(quotas={"nvidia-h100-80gb": 16}))
+    total = rendered(gpu("nvidia-h100-80gb", nodes=2), "Spot", name="dws-total")
+    per_zone = rendered(gpu("nvidia-h100-80gb", nodes=2), "Spot", name="dws-per-zone")
+    per_zone.autoscaling = container_v1.NodePoolAutoscaling(
+        enabled=True, max_node_count=2, location_policy=per_zone.autoscaling.location_policy
+    )
+
+    async def scenario(client: NodePoolClient) -> GkeError:
+        await create_and_wait(client, total)
+        # Scaling to zero caps the total limit too and gives the GPUs back.
+        await client.scale_to_zero(total.name)
+        with pytest.raises(GkeError) as caught:
+            await client.create(per_zone, UID)
+        return caught.value
+
+    error = run(emulator, scenario)
+    stored = emulator.node_pool(path(total.name))
+    assert stored is not None
+    assert list(stored.locations) == ["us-central1-a", "us-central1-b", "us-central1-c"]
+    assert stored.autoscaling.total_max_node_count == 0
+    assert error.reason == "QuotaExceeded"
+    assert "requires '48' and is short '32'" in error.message
+    assert emulator.node_pool(path(per_zone.name)) is None
+
+
 def test_tpu_quota_counts_chips(make_emulator: MakeEmulator) -> None:
     emulator = make_emulator(fast(quotas={"tpu-v6e-slice": 16}))
     slice_4x4 = rendered(tpu("v6e", "4x4"), name="dws-big", **ZONE)

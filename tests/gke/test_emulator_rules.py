@@ -67,6 +67,15 @@ def as_queued_flex_start(pool: NodePool) -> None:
     pool.queued_provisioning = NodePool.QueuedProvisioning(enabled=True)
 
 
+def as_per_zone_limits(low: int, high: int) -> Callable[[NodePool], None]:
+    def edit(pool: NodePool) -> None:
+        pool.autoscaling.total_min_node_count = pool.autoscaling.total_max_node_count = 0
+        pool.autoscaling.min_node_count = low
+        pool.autoscaling.max_node_count = high
+
+    return edit
+
+
 def as_total_limits(low: int, high: int) -> Callable[[NodePool], None]:
     def edit(pool: NodePool) -> None:
         pool.autoscaling.min_node_count = pool.autoscaling.max_node_count = 0
@@ -90,10 +99,16 @@ RULES = [
         id="flex-start-needs-autoscaling",
     ),
     pytest.param(
-        change(flex_tpu, set_("autoscaling.min_node_count", 1)),
+        change(flex_tpu, set_("autoscaling.total_min_node_count", 1)),
         "node_pool.autoscaling",
         "min_node_count 0",
         id="flex-start-needs-min-zero",
+    ),
+    pytest.param(
+        change(flex_tpu, as_per_zone_limits(low=1, high=4)),
+        "node_pool.autoscaling",
+        "min_node_count 0",
+        id="flex-start-needs-per-zone-min-zero",
     ),
     pytest.param(
         change(flex_tpu, set_("config.reservation_affinity", SPECIFIC)),
@@ -120,6 +135,18 @@ RULES = [
         id="flex-start-rejects-tpu-v4",
     ),
     pytest.param(
+        change(lambda: rendered(gpu("nvidia-gb200"), "OnDemand"), as_flex_start),
+        "node_pool.config.machine_type",
+        "flex-start does not support machine type a4x-highgpu-4g (nvidia-gb200)",
+        id="flex-start-rejects-a4x",
+    ),
+    pytest.param(
+        change(lambda: rendered(gpu("nvidia-gb200", nodes=2), "OnDemand"), as_queued_flex_start),
+        "node_pool.config.machine_type",
+        "flex-start with queued provisioning does not support machine type a4x-highgpu-4g",
+        id="queued-provisioning-rejects-a4x",
+    ),
+    pytest.param(
         change(flex_tpu, set_("config.max_run_duration", Duration(seconds=8 * 86400))),
         "node_pool.config.max_run_duration",
         "7 days",
@@ -144,7 +171,7 @@ RULES = [
         id="queued-provisioning-needs-autoscaling",
     ),
     pytest.param(
-        change(queued_v6e, set_("autoscaling.min_node_count", 1)),
+        change(queued_v6e, as_per_zone_limits(low=1, high=4)),
         "node_pool.autoscaling.min_node_count",
         "scale from zero: must be 0, got 1",
         id="queued-provisioning-min-zero",
@@ -285,10 +312,18 @@ RULES = [
         id="autoscaling-bounds",
     ),
     pytest.param(
-        change(spot_gpu, set_("autoscaling.total_max_node_count", 4)),
+        change(spot_gpu, set_("autoscaling.max_node_count", 4)),
         "node_pool.autoscaling",
-        "not both",
+        "node_pool_autoscaling.max_node_count and node_pool_autoscaling.total_max_node_count "
+        "cannot be both greater than zero",
         id="autoscaling-per-zone-or-total",
+    ),
+    pytest.param(
+        change(spot_gpu, set_("autoscaling.total_max_node_count", 0)),
+        "node_pool.autoscaling",
+        "Node_pool_autoscaling.max_node_count and node_pool_autoscaling.total_max_node_count "
+        "cannot be both set to zero.",
+        id="autoscaling-needs-a-maximum",
     ),
 ]
 
@@ -352,7 +387,9 @@ def test_queued_tpu_pool_is_created_empty(
     assert served.status == NodePool.Status.RUNNING
     assert served.queued_provisioning.enabled
     assert served.config.flex_start
-    assert (served.autoscaling.min_node_count, served.autoscaling.max_node_count) == (0, nodes)
+    scaling = served.autoscaling
+    assert (scaling.total_min_node_count, scaling.total_max_node_count) == (0, nodes)
+    assert (scaling.min_node_count, scaling.max_node_count) == (0, 0)
     assert served.placement_policy.tpu_topology == (topology if nodes > 1 else "")
     assert emulator.node_count(path) == 0
     [call] = emulator.calls_for("CreateNodePool")
@@ -378,6 +415,12 @@ def test_autoscaling_changes_are_validated(emulator: ClusterManagerEmulator) -> 
                     enabled=True, min_node_count=2, max_node_count=4
                 ),
             ),
+            container_v1.SetNodePoolAutoscalingRequest(
+                name=path,
+                autoscaling=container_v1.NodePoolAutoscaling(
+                    enabled=True, max_node_count=4, total_max_node_count=4
+                ),
+            ),
         ):
             with pytest.raises(GkeError) as caught:
                 await client.call(client.api.set_node_pool_autoscaling, request)
@@ -394,8 +437,10 @@ def test_autoscaling_changes_are_validated(emulator: ClusterManagerEmulator) -> 
     assert [e.message.split(":")[0] for e in errors] == [
         "autoscaling.enabled",
         "autoscaling.min_node_count",
+        "autoscaling",
         "node_count",
     ]
+    assert errors[2].message.endswith("total_max_node_count cannot be both greater than zero")
     assert all(e.reason == "InvalidArgument" and not e.retryable for e in errors)
 
 
@@ -427,3 +472,50 @@ def test_malformed_names_are_invalid(emulator: ClusterManagerEmulator) -> None:
     error = run(emulator, scenario)
     assert error.reason == "InvalidArgument"
     assert error.message.startswith("name: 'pool-only' is not of the form")
+
+
+Driver = container_v1.GPUDriverInstallationConfig.GPUDriverVersion
+
+
+@pytest.mark.parametrize(
+    ("driver", "expected"),
+    [
+        ("Default", Driver.DEFAULT),
+        ("Latest", Driver.LATEST),
+        ("Disabled", Driver.INSTALLATION_DISABLED),
+    ],
+)
+def test_gpu_driver_installation_is_recorded(
+    emulator: ClusterManagerEmulator, driver: str, expected: int
+) -> None:
+    accelerator = {"gpu": {"type": "nvidia-l4", "nodes": 2, "count": 1, "driver": driver}}
+    pool = rendered(accelerator, "Spot")
+
+    async def scenario(client: NodePoolClient) -> NodePool | None:
+        created = await client.create(pool, UID)
+        assert created.operation is not None
+        await client.wait(created.operation)
+        return await client.get(pool.name)
+
+    served = run(emulator, scenario)
+    assert served is not None
+    [gpus] = served.config.accelerators
+    assert (gpus.accelerator_type, gpus.accelerator_count) == ("nvidia-l4", 1)
+    assert gpus.gpu_driver_installation_config.gpu_driver_version == expected
+
+
+def test_a4x_is_served_from_a_reservation(emulator: ClusterManagerEmulator) -> None:
+    """Flex-start refuses A4X; a pool consuming a reservation of it is created."""
+    pool = rendered(gpu("nvidia-gb200", nodes=2), "Reservation", provisioning={"reservation": "r"})
+
+    async def scenario(client: NodePoolClient) -> NodePool | None:
+        created = await client.create(pool, UID)
+        assert created.operation is not None
+        await client.wait(created.operation)
+        return await client.get(pool.name)
+
+    served = run(emulator, scenario)
+    assert served is not None
+    assert served.status == NodePool.Status.RUNNING
+    assert served.config.machine_type == "a4x-highgpu-4g"
+    assert not served.config.flex_start

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from google.cloud.container_v1 import (
     AcceleratorConfig,
+    GPUDriverInstallationConfig,
     NodeConfig,
     NodeManagement,
     NodePool,
@@ -15,6 +16,7 @@ from google.cloud.container_v1 import (
 )
 from google.protobuf.duration_pb2 import Duration
 
+from dws_operator.catalog import GpuType
 from dws_operator.gke import render_node_pool
 from dws_operator.planning import plan_slice
 from tests.builders import gpu, make_spec, tpu
@@ -41,8 +43,14 @@ def config(machine_type: str, **fields: Any) -> NodeConfig:
     return NodeConfig(machine_type=machine_type, labels=LABELS, resource_labels=LABELS, **fields)
 
 
-def gpus(count: int, kind: str) -> list[AcceleratorConfig]:
-    return [AcceleratorConfig(accelerator_count=count, accelerator_type=kind)]
+def gpus(count: int, kind: str, driver: str = "DEFAULT") -> list[AcceleratorConfig]:
+    return [
+        AcceleratorConfig(
+            accelerator_count=count,
+            accelerator_type=kind,
+            gpu_driver_installation_config=GPUDriverInstallationConfig(gpu_driver_version=driver),
+        )
+    ]
 
 
 CASES = [
@@ -60,7 +68,7 @@ CASES = [
             ),
             initial_node_count=0,
             autoscaling=NodePoolAutoscaling(
-                enabled=True, min_node_count=0, max_node_count=4, location_policy=ANY
+                enabled=True, total_min_node_count=0, total_max_node_count=4, location_policy=ANY
             ),
             management=REPAIR_OFF,
             placement_policy=NodePool.PlacementPolicy(type_=COMPACT, tpu_topology="4x4"),
@@ -80,7 +88,7 @@ CASES = [
                 max_run_duration=Duration(seconds=86400),
             ),
             autoscaling=NodePoolAutoscaling(
-                enabled=True, min_node_count=0, max_node_count=1, location_policy=ANY
+                enabled=True, total_min_node_count=0, total_max_node_count=1, location_policy=ANY
             ),
             management=REPAIR_OFF,
         ),
@@ -94,7 +102,7 @@ CASES = [
             name="dws-pool",
             config=config("ct5lp-hightpu-4t", spot=True),
             autoscaling=NodePoolAutoscaling(
-                enabled=True, min_node_count=0, max_node_count=2, location_policy=ANY
+                enabled=True, total_min_node_count=0, total_max_node_count=2, location_policy=ANY
             ),
             placement_policy=NodePool.PlacementPolicy(type_=COMPACT, tpu_topology="2x4"),
         ),
@@ -139,7 +147,7 @@ CASES = [
                 max_run_duration=Duration(seconds=SEVEN_DAYS),
             ),
             autoscaling=NodePoolAutoscaling(
-                enabled=True, min_node_count=0, max_node_count=2, location_policy=ANY
+                enabled=True, total_min_node_count=0, total_max_node_count=2, location_policy=ANY
             ),
             management=REPAIR_OFF,
         ),
@@ -158,7 +166,7 @@ CASES = [
                 reservation_affinity=NO_RESERVATION,
             ),
             autoscaling=NodePoolAutoscaling(
-                enabled=True, min_node_count=0, max_node_count=4, location_policy=ANY
+                enabled=True, total_min_node_count=0, total_max_node_count=4, location_policy=ANY
             ),
             management=REPAIR_OFF,
             queued_provisioning=NodePool.QueuedProvisioning(enabled=True),
@@ -173,10 +181,40 @@ CASES = [
             name="dws-pool",
             config=config("g2-standard-4", spot=True, accelerators=gpus(1, "nvidia-l4")),
             autoscaling=NodePoolAutoscaling(
-                enabled=True, min_node_count=0, max_node_count=3, location_policy=ANY
+                enabled=True, total_min_node_count=0, total_max_node_count=3, location_policy=ANY
             ),
         ),
         id="gpu-spot",
+    ),
+    pytest.param(
+        {"gpu": {"type": "nvidia-l4", "nodes": 1, "count": 1, "driver": "Latest"}},
+        "Spot",
+        {},
+        NodePool(
+            name="dws-pool",
+            config=config("g2-standard-4", spot=True, accelerators=gpus(1, "nvidia-l4", "LATEST")),
+            autoscaling=NodePoolAutoscaling(
+                enabled=True, total_min_node_count=0, total_max_node_count=1, location_policy=ANY
+            ),
+        ),
+        id="gpu-latest-driver",
+    ),
+    pytest.param(
+        {"gpu": {"type": "nvidia-l4", "nodes": 1, "count": 1, "driver": "Disabled"}},
+        "Spot",
+        {},
+        NodePool(
+            name="dws-pool",
+            config=config(
+                "g2-standard-4",
+                spot=True,
+                accelerators=gpus(1, "nvidia-l4", "INSTALLATION_DISABLED"),
+            ),
+            autoscaling=NodePoolAutoscaling(
+                enabled=True, total_min_node_count=0, total_max_node_count=1, location_policy=ANY
+            ),
+        ),
+        id="gpu-own-driver",
     ),
     pytest.param(
         gpu("nvidia-h200-141gb", nodes=1),
@@ -185,7 +223,9 @@ CASES = [
         NodePool(
             name="dws-pool",
             config=config("a3-ultragpu-8g", accelerators=gpus(8, "nvidia-h200-141gb")),
-            autoscaling=NodePoolAutoscaling(enabled=True, min_node_count=0, max_node_count=1),
+            autoscaling=NodePoolAutoscaling(
+                enabled=True, total_min_node_count=0, total_max_node_count=1
+            ),
         ),
         id="gpu-on-demand",
     ),
@@ -267,6 +307,19 @@ def test_rendering_does_not_share_the_labels_dict() -> None:
     assert "changed" not in pool.config.labels
 
 
+@pytest.mark.parametrize("gpu_type", [t.value for t in GpuType])
+def test_every_gpu_pool_asks_gke_for_a_driver(gpu_type: str) -> None:
+    """Unset, GKE's API installs no driver at all (gcloud fills in `default`; we must)."""
+    [accelerator] = rendered(gpu(gpu_type), "OnDemand").config.accelerators
+    assert "gpu_driver_installation_config" in accelerator
+    installation = accelerator.gpu_driver_installation_config
+    assert installation.gpu_driver_version == GPUDriverInstallationConfig.GPUDriverVersion.DEFAULT
+
+
+def test_tpu_pools_carry_no_accelerator_config() -> None:
+    assert list(rendered(tpu("v6e", "2x4"), "Spot").config.accelerators) == []
+
+
 def test_round_trips_the_wire_format() -> None:
     pool = rendered(gpu("nvidia-h100-80gb", nodes=2), "QueuedProvisioning")
     assert NodePool.deserialize(NodePool.serialize(pool)) == pool
@@ -279,6 +332,15 @@ def test_several_zones_cap_the_total_not_each_zone() -> None:
     assert (scaling.total_min_node_count, scaling.total_max_node_count) == (0, 2)
     assert (scaling.min_node_count, scaling.max_node_count) == (0, 0)
     assert list(pool.locations) == ["us-central1-a", "us-central1-b"]
+
+
+def test_without_zones_the_pool_takes_the_clusters_and_caps_the_total() -> None:
+    """A regional cluster's pool spans its 3 zones: per-zone limits would allow 3 x 2."""
+    pool = rendered(gpu("nvidia-h100-80gb", nodes=2), "Spot")
+    assert list(pool.locations) == []
+    scaling = pool.autoscaling
+    assert (scaling.total_min_node_count, scaling.total_max_node_count) == (0, 2)
+    assert (scaling.min_node_count, scaling.max_node_count) == (0, 0)
 
 
 def test_one_zone_uses_per_zone_limits() -> None:

@@ -62,6 +62,62 @@ def test_table_is_aligned(capsys: pytest.CaptureFixture[str]) -> None:
     assert "cloud.google.com/gke-spot=true" in out
 
 
+@pytest.mark.parametrize(
+    ("flags", "version", "note"),
+    [
+        ([], "DEFAULT", "installed by GKE"),
+        (["--gpu-driver", "Latest"], "LATEST", "the newest version"),
+        (["--gpu-driver", "Disabled"], "INSTALLATION_DISABLED", "nodes offer no nvidia.com/gpu"),
+    ],
+)
+def test_plan_shows_the_gpu_driver(
+    capsys: pytest.CaptureFixture[str], flags: list[str], version: str, note: str
+) -> None:
+    argv = ["plan", "--gpu", "nvidia-l4", "--nodes", "1", *flags]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    [line] = [line for line in out.splitlines() if "GPU driver" in line]
+    assert f"GPU driver {version} (" in line
+    assert note in line
+    code, out, _ = run(capsys, *argv, "-o", "json")
+    assert json.loads(out)["nodePool"]["gpuDriverVersion"] == version
+
+
+def test_plan_targets_a_reservation_block(capsys: pytest.CaptureFixture[str]) -> None:
+    block = "projects/my-proj/reservations/r1/reservationBlocks/b1"
+    argv = ["plan", "--gpu", "nvidia-b200", "--nodes", "2", "--mode", "Reservation"]
+    code, out, _ = run(capsys, *argv, "--reservation", block)
+    assert code == 0
+    assert f"reservation SPECIFIC_RESERVATION {block}" in out
+
+
+@pytest.mark.parametrize(
+    ("zones", "total", "words"),
+    [
+        ([], True, "autoscaling 0..2 nodes in all"),
+        (["us-central1-a"], False, "autoscaling 0..2 nodes per zone"),
+        (["us-central1-a", "us-central1-b"], True, "autoscaling 0..2 nodes in all"),
+    ],
+)
+def test_plan_says_whether_limits_are_per_zone_or_total(
+    capsys: pytest.CaptureFixture[str], zones: list[str], total: bool, words: str
+) -> None:
+    argv = ["plan", "--gpu", "nvidia-h100-80gb", "--nodes", "2", "--mode", "Spot"]
+    for zone in zones:
+        argv += ["--zone", zone]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    assert words in out
+    code, out, _ = run(capsys, *argv, "-o", "json")
+    assert json.loads(out)["nodePool"]["autoscaling"]["total"] is total
+
+
+def test_tpu_plans_show_no_gpu_driver(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "--tpu", "v6e", "--topology", "4x4")
+    assert code == 0
+    assert "GPU driver" not in out
+
+
 def test_yaml_output(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "plan", "--gpu", "nvidia-l4", "--nodes", "1", "-o", "yaml")
     assert code == 0
@@ -113,7 +169,28 @@ def test_yaml_output(capsys: pytest.CaptureFixture[str]) -> None:
         ),
         (["--gpu", "nvidia-h100-80gb", "--nodes", "1", "--count", "3"], ["--count", "1, 2, 4, 8"]),
         (["--gpu", "nvidia-x", "--nodes", "1"], ["--gpu", "nvidia-h100-80gb"]),
+        (
+            ["--gpu", "nvidia-l4", "--nodes", "1", "--gpu-driver", "Newest"],
+            ["--gpu-driver", "Default, Latest, Disabled"],
+        ),
+        (
+            ["--tpu", "v6e", "--topology", "4x4", "--gpu-driver", "Latest"],
+            ["--gpu-driver", "not with --tpu"],
+        ),
         (["--tpu", "v6e", "--topology", "4x4", "--mode", "Reservation"], ["--reservation"]),
+        (
+            [
+                "--tpu",
+                "v6e",
+                "--topology",
+                "4x4",
+                "--mode",
+                "Reservation",
+                "--reservation",
+                "r1/reservationBlock/b1",
+            ],
+            ["--reservation", "malformed", "/reservationBlocks/BLOCK"],
+        ),
         (
             ["--tpu", "v6e", "--topology", "4x4", "--max-run-duration", "8d"],
             ["--max-run-duration", "malformed"],

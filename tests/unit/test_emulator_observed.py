@@ -16,8 +16,10 @@ from dws_operator.emulator.observed import (
     disrupted_status,
     node_index,
     pending_by_pool,
+    place_nodes,
     queued_pools_for,
     unschedulable,
+    zones_with_room,
 )
 from tests.builders import gpu, tpu
 from tests.gke.harness import queued_tpu, rendered
@@ -170,3 +172,57 @@ def test_disrupted_status_reads_like_the_kubelets_graceful_shutdown() -> None:
 def test_node_index_is_the_trailing_number() -> None:
     assert node_index("gke-c-dws-pool-12") == 12
     assert node_index("gke-c-dws-pool") == 0
+
+
+ZONES = ["us-central1-a", "us-central1-b", "us-central1-c"]
+
+
+def regional(pool: container_v1.NodePool, nodes_in: list[str]) -> PoolView:
+    """`pool` over the three zones of a regional cluster, with a node in each of `nodes_in`."""
+    pool.locations = ZONES
+    pool_view = view(pool)
+    pool_view.nodes = [
+        {"metadata": {"name": f"n{i}", "labels": {"topology.kubernetes.io/zone": zone}}}
+        for i, zone in enumerate(nodes_in)
+    ]
+    return pool_view
+
+
+def per_zone(pool: container_v1.NodePool, most: int) -> container_v1.NodePool:
+    pool.autoscaling = container_v1.NodePoolAutoscaling(enabled=True, max_node_count=most)
+    return pool
+
+
+def first(zones: list[str]) -> str | None:
+    return zones[0] if zones else None
+
+
+def test_a_per_zone_maximum_spreads_nodes_over_the_zones() -> None:
+    pool = regional(per_zone(rendered(gpu("nvidia-l4"), "Spot"), 1), ["us-central1-a"])
+    assert zones_with_room(pool, 1) == ["us-central1-b", "us-central1-c"]
+    assert place_nodes(pool, 5, first) == ["us-central1-b", "us-central1-c"]
+
+
+def test_a_total_maximum_puts_nodes_where_capacity_is() -> None:
+    pool = regional(rendered(gpu("nvidia-l4", nodes=3), "Spot"), ["us-central1-a"])
+    assert pool.pool.autoscaling.total_max_node_count == 3
+    assert zones_with_room(pool, 2) == ZONES
+    assert place_nodes(pool, 2, first) == ["us-central1-a", "us-central1-a"]
+
+
+def test_a_multi_host_slice_is_placed_whole_in_a_zone_with_room() -> None:
+    pool = regional(per_zone(rendered(tpu("v6e", "4x4"), "Spot"), 4), [])
+    assert place_nodes(pool, 4, first) == ["us-central1-a"] * 4
+    # 3 nodes in zone a: the slice of 4 fits only in b or c.
+    crowded = regional(per_zone(rendered(tpu("v6e", "4x4"), "Spot"), 4), ["us-central1-a"] * 3)
+    assert zones_with_room(crowded, 4) == ["us-central1-b", "us-central1-c"]
+    assert place_nodes(crowded, 4, first) == ["us-central1-b"] * 4
+
+
+def test_placement_stops_where_capacity_ends() -> None:
+    pool = regional(per_zone(rendered(gpu("nvidia-l4"), "Spot"), 2), [])
+
+    def only_c(zones: list[str]) -> str | None:
+        return "us-central1-c" if "us-central1-c" in zones else None
+
+    assert place_nodes(pool, 6, only_c) == ["us-central1-c", "us-central1-c"]

@@ -186,3 +186,23 @@ def test_summary_for_status() -> None:
         "shape": "8x8",
         "nodes": 16,
     }
+
+
+@pytest.mark.parametrize(
+    ("driver", "expected"),
+    [
+        (None, "DEFAULT"),
+        ("Default", "DEFAULT"),
+        ("Latest", "LATEST"),
+        ("Disabled", "INSTALLATION_DISABLED"),
+    ],
+)
+def test_gpu_pools_name_their_driver(driver: str | None, expected: str) -> None:
+    accelerator = gpu("nvidia-h100-80gb", nodes=2)
+    if driver is not None:
+        accelerator["gpu"]["driver"] = driver
+    assert plan_slice(make_spec(accelerator, "Spot")).node_pool.gpu_driver_version == expected
+
+
+def test_tpu_pools_have_no_gpu_driver() -> None:
+    assert plan_slice(make_spec(tpu("v6e", "4x4"))).node_pool.gpu_driver_version is None

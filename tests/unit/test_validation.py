@@ -11,8 +11,8 @@ from dws_operator.api import TrainingRequestSpec
 from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
 from dws_operator.planning import plan_slice
 from dws_operator.validation import spec_errors
-from tests.builders import CONTAINER, gpu, make_spec, tpu
-from tests.corpus import INVALID
+from tests.builders import CONTAINER, gpu, make_spec, spec_body, tpu
+from tests.corpus import INVALID, MALFORMED_RESERVATIONS, VALID_RESERVATIONS
 
 
 @pytest.mark.parametrize(("case", "kwargs", "field", "words"), INVALID, ids=[c[0] for c in INVALID])
@@ -215,3 +215,26 @@ def test_slices_with_an_existing_pool_are_refused() -> None:
 def test_slices_with_a_long_pool_name_are_refused() -> None:
     spec = make_spec(tpu("v5p", "2x2x2", slices=2), nodePool={"name": "p" * 37})
     assert [e.field for e in spec_errors(spec)] == ["spec.nodePool.name"]
+
+
+def _reservation_spec(reservation: str) -> dict[str, Any]:
+    return spec_body(gpu("nvidia-b200"), "Reservation", provisioning={"reservation": reservation})
+
+
+@pytest.mark.parametrize(
+    "value", [v for _, v in MALFORMED_RESERVATIONS], ids=[c for c, _ in MALFORMED_RESERVATIONS]
+)
+def test_malformed_reservation_references_are_refused(value: str) -> None:
+    [error] = _structural_errors(_reservation_spec(value))
+    assert error.field == "spec.provisioning.reservation"
+    assert error.message.startswith(f"{value!r} is malformed; expected a reservation name")
+    assert "/reservationBlocks/BLOCK and then /reservationSubBlocks/SUB_BLOCK" in error.message
+
+
+@pytest.mark.parametrize("value", VALID_RESERVATIONS)
+def test_reservations_blocks_and_sub_blocks_are_targeted_as_given(value: str) -> None:
+    spec = TrainingRequestSpec.model_validate(_reservation_spec(value))
+    affinity = plan_slice(spec).node_pool.reservation_affinity
+    assert affinity is not None
+    assert affinity.key == "compute.googleapis.com/reservation-name"
+    assert affinity.values == (value,)

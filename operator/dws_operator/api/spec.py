@@ -9,14 +9,26 @@ from pydantic import Field, StringConstraints, model_validator
 
 from dws_operator.api.base import DNS_LABEL_PATTERN, NODE_POOL_NAME_PATTERN, ApiModel
 from dws_operator.api.template import PodTemplate
-from dws_operator.catalog import TOPOLOGY_PATTERN, GpuType, ProvisioningMode, TpuVersion
+from dws_operator.catalog import (
+    TOPOLOGY_PATTERN,
+    GpuDriver,
+    GpuType,
+    ProvisioningMode,
+    TpuVersion,
+)
 from dws_operator.durations import DURATION_PATTERN
 
 MACHINE_TYPE_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$"
 ZONE_PATTERN = r"^[a-z]+(-[a-z]+)*[0-9]+-[a-z]$"
-#: A reservation in this project, or a shared one as projects/PROJECT/reservations/NAME.
+#: A Compute Engine resource name (RFC 1035): reservations, their blocks and sub-blocks.
+_RESOURCE_NAME = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
+#: A reservation in this project, or a shared one as projects/PROJECT/reservations/NAME;
+#: either may go on to one block (/reservationBlocks/BLOCK) and one of its sub-blocks
+#: (/reservationSubBlocks/SUB_BLOCK), the forms gcloud's --reservation and GKE's
+#: reservation affinity take (AI Hypercomputer's A4/A3 Ultra guide; xpk).
 RESERVATION_PATTERN = (
-    r"^(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+    rf"^(projects/[a-z][-a-z0-9]{{4,28}}[a-z0-9]/reservations/)?{_RESOURCE_NAME}"
+    rf"(/reservationBlocks/{_RESOURCE_NAME}(/reservationSubBlocks/{_RESOURCE_NAME})?)?$"
 )
 MAX_GPU_NODES = 1000
 #: Slices of one multi-slice request. Each slice is its own node pool, and GKE's
@@ -31,7 +43,10 @@ FORMAT_HINTS = {
     "machineType": "a GCE machine type such as ct6e-standard-4t or a3-highgpu-8g",
     "maxWaitDuration": "hours, minutes and seconds, e.g. 24h, 90m, 1h30m or 0s",
     "maxRunDuration": "hours, minutes and seconds, e.g. 168h, 90m or 1h30m",
-    "reservation": "a reservation name, or projects/PROJECT/reservations/NAME",
+    "reservation": (
+        "a reservation name or projects/PROJECT/reservations/NAME, optionally followed by "
+        "/reservationBlocks/BLOCK and then /reservationSubBlocks/SUB_BLOCK"
+    ),
     "name": "lowercase letters, digits and hyphens, starting with a letter",
     "queueName": "a DNS label: lowercase letters, digits and hyphens",
     "zones": "a zone such as us-central1-a",
@@ -98,6 +113,15 @@ class GpuSpec(ApiModel):
         le=16,
         description="GPUs per VM; must match the machine type when both are given.",
     )
+    driver: GpuDriver = Field(
+        GpuDriver.DEFAULT,
+        description=(
+            "NVIDIA driver GKE installs on each node: Default (the version GKE pairs with "
+            "the node's GKE version), Latest (the newest version GKE offers for it), or "
+            "Disabled (none: you install drivers yourself, e.g. with NVIDIA's GPU Operator; "
+            "until then the nodes advertise no nvidia.com/gpu and the pods wait)."
+        ),
+    )
 
 
 class AcceleratorSpec(ApiModel):
@@ -145,9 +169,11 @@ class ProvisioningSpec(ApiModel):
     reservation: str | None = Field(
         None,
         pattern=RESERVATION_PATTERN,
-        max_length=160,
+        max_length=300,
         description=(
-            "Reservation name, or projects/PROJECT/reservations/NAME for a shared one. "
+            "Reservation name, or projects/PROJECT/reservations/NAME for a shared one; "
+            "add /reservationBlocks/BLOCK to place the nodes in one block of it, and "
+            "/reservationSubBlocks/SUB_BLOCK for one sub-block of that block. "
             "Required with mode Reservation, not allowed otherwise."
         ),
     )

@@ -3,10 +3,13 @@
 from dws_operator.catalog.gpu import (
     GPU_ACCELERATOR_LABEL_KEY,
     GPU_ACCELERATORS,
+    GPU_DRIVER_LABEL_KEY,
+    GPU_DRIVER_VERSIONS,
     GPU_RESOURCE,
     GPU_TAINT_KEY,
     GPU_TAINT_VALUE,
     GpuAccelerator,
+    GpuDriver,
     GpuMachineType,
     GpuType,
 )
@@ -39,6 +42,8 @@ from dws_operator.catalog.tpu import (
 __all__ = [
     "GPU_ACCELERATORS",
     "GPU_ACCELERATOR_LABEL_KEY",
+    "GPU_DRIVER_LABEL_KEY",
+    "GPU_DRIVER_VERSIONS",
     "GPU_RESOURCE",
     "GPU_TAINT_KEY",
     "GPU_TAINT_VALUE",
@@ -54,6 +59,7 @@ __all__ = [
     "TPU_TOPOLOGY_LABEL_KEY",
     "CubeRule",
     "GpuAccelerator",
+    "GpuDriver",
     "GpuMachineType",
     "GpuType",
     "ModeSettings",

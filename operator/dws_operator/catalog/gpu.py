@@ -9,6 +9,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 GPU_ACCELERATOR_LABEL_KEY = "cloud.google.com/gke-accelerator"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_TAINT_VALUE = "present"
+#: GKE labels a GPU node with the driver version it installed (`default` or `latest`).
+GPU_DRIVER_LABEL_KEY = "cloud.google.com/gke-gpu-driver-version"
 
 
 class GpuType(StrEnum):
@@ -22,6 +24,24 @@ class GpuType(StrEnum):
     H200_141GB = "nvidia-h200-141gb"
     B200 = "nvidia-b200"
     GB200 = "nvidia-gb200"
+
+
+class GpuDriver(StrEnum):
+    """Which NVIDIA driver GKE installs on the pool's nodes."""
+
+    DEFAULT = "Default"
+    LATEST = "Latest"
+    DISABLED = "Disabled"
+
+
+#: `AcceleratorConfig.gpu_driver_installation_config.gpu_driver_version` for each choice.
+#: The API's unset value installs no driver at all (gcloud sends `default` for it on GKE
+#: 1.30.1-gke.1156000 and later; a raw API call does not), so the operator always sends one.
+GPU_DRIVER_VERSIONS: dict[GpuDriver, str] = {
+    GpuDriver.DEFAULT: "DEFAULT",
+    GpuDriver.LATEST: "LATEST",
+    GpuDriver.DISABLED: "INSTALLATION_DISABLED",
+}
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import yaml
 from pydantic import ValidationError
 
 from dws_operator.api import TrainingRequestSpec
-from dws_operator.catalog import GpuType, ProvisioningMode, TpuVersion
+from dws_operator.catalog import GpuDriver, GpuType, ProvisioningMode, TpuVersion
 from dws_operator.durations import format_duration
 from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
 from dws_operator.gke.policies import workload_policy_name
@@ -31,12 +31,19 @@ FLAGS = {
     "spec.accelerator.gpu.nodes": "--nodes",
     "spec.accelerator.gpu.machineType": "--machine-type",
     "spec.accelerator.gpu.count": "--count",
+    "spec.accelerator.gpu.driver": "--gpu-driver",
     "spec.provisioning.mode": "--mode",
     "spec.provisioning.reservation": "--reservation",
     "spec.provisioning.maxWaitDuration": "--max-wait-duration",
     "spec.provisioning.maxRunDuration": "--max-run-duration",
     "spec.maxRestarts": "--max-restarts",
     "spec.nodePool.name": "--node-pool",
+}
+#: What each GKE driver setting means for the nodes, for the table.
+_DRIVER_NOTES = {
+    "DEFAULT": "installed by GKE: its default version for the node version",
+    "LATEST": "installed by GKE: the newest version for the node version",
+    "INSTALLATION_DISABLED": "not installed: until you install one, nodes offer no nvidia.com/gpu",
 }
 #: `plan` needs no pod template; a placeholder satisfies the spec's required field.
 _PLACEHOLDER_TEMPLATE = {"spec": {"containers": [{"name": "plan", "image": "plan"}]}}
@@ -61,6 +68,9 @@ def register(commands: Any) -> None:
     parser.add_argument("--count", type=int, help="GPUs per VM")
     parser.add_argument("--machine-type", help="machine type (default: derived)")
     parser.add_argument(
+        "--gpu-driver", help=f"GPU driver GKE installs: {_choices(GpuDriver)} (default Default)"
+    )
+    parser.add_argument(
         "--slices", type=int, help="identical multi-host TPU slices (Multislice, default 1)"
     )
     parser.add_argument(
@@ -68,7 +78,11 @@ def register(commands: Any) -> None:
         default=ProvisioningMode.FLEX_START.value,
         help=f"provisioning mode: {_choices(ProvisioningMode)} (default FlexStart)",
     )
-    parser.add_argument("--reservation", help="reservation name (mode Reservation)")
+    parser.add_argument(
+        "--reservation",
+        help="reservation (mode Reservation): NAME or projects/P/reservations/NAME, "
+        "optionally /reservationBlocks/BLOCK[/reservationSubBlocks/SUB_BLOCK]",
+    )
     parser.add_argument("--zone", action="append", dest="zones", help="node zone (repeatable)")
     parser.add_argument("--max-wait-duration", help="how long to wait for capacity (default 24h)")
     parser.add_argument("--max-run-duration", help="longest run time (default 168h)")
@@ -86,6 +100,8 @@ def _choices(values: Any) -> str:
 
 def _spec_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     if args.tpu is not None:
+        if args.gpu_driver is not None:
+            raise SpecError(FLAGS["spec.accelerator.gpu.driver"], "a GPU setting; not with --tpu")
         if args.topology is None:
             raise SpecError(FLAGS["spec.accelerator.tpu.topology"], "required with --tpu")
         accelerator = {
@@ -106,7 +122,11 @@ def _spec_from_flags(args: argparse.Namespace) -> dict[str, Any]:
             )
         accelerator = {
             "gpu": _present(
-                type=args.gpu, nodes=args.nodes, machineType=args.machine_type, count=args.count
+                type=args.gpu,
+                nodes=args.nodes,
+                machineType=args.machine_type,
+                count=args.count,
+                driver=args.gpu_driver,
             )
         }
     provisioning = _present(
@@ -252,9 +272,13 @@ def _pool_lines(plan: SlicePlan) -> list[str]:
     lines = [
         name,
         ", ".join(flags),
-        f"autoscaling {scaling.min_node_count}..{scaling.max_node_count} nodes{policy}, "
+        f"autoscaling {scaling.min_node_count}..{scaling.max_node_count} nodes "
+        f"{'in all' if scaling.total else 'per zone'}{policy}, "
         f"starts with {pool.initial_node_count}",
     ]
+    if pool.gpu_driver_version is not None:
+        driver = pool.gpu_driver_version
+        lines.append(f"GPU driver {driver} ({_DRIVER_NOTES[driver]})")
     if pool.reservation_affinity is not None:
         target = ", ".join(pool.reservation_affinity.values)
         lines.append(

@@ -42,8 +42,11 @@ def request_view(body: Mapping[str, Any]) -> RequestView:
 
 def pool_view(pool: container_v1.NodePool, uid: str) -> PoolView:
     scaling = pool.autoscaling
-    if scaling.enabled:
-        max_nodes = max(scaling.max_node_count, scaling.total_max_node_count)
+    if scaling.enabled and scaling.total_max_node_count:
+        max_nodes = scaling.total_max_node_count
+    elif scaling.enabled:
+        # A per-zone maximum holds in each of the pool's zones (GKE lists them all).
+        max_nodes = scaling.max_node_count * max(1, len(pool.locations))
     else:
         max_nodes = pool.initial_node_count
     accelerators = list(pool.config.accelerators)

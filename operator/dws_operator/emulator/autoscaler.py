@@ -17,7 +17,8 @@ by kwok) with the pool as the emulator holds it:
   count by one node per pending pod beyond the pool's empty nodes (a multi-host TPU
   slice comes whole: all its VMs at once), never above the pool's maximum. The nodes
   appear when the scenario's capacity model says so, in the first of the pool's zones
-  with capacity.
+  with capacity; a pool with per-zone limits (`max_node_count`) holds at most that many
+  in each zone, so a regional pool's maximum is the per-zone one times its zones.
 - Scale-down: a node without non-terminal pods for `scale_down_unneeded_seconds`
   (simulated; a multi-host slice only as a whole) is removed and the count lowered.
 - Flex-start VMs end at the pool's max run duration; Spot VMs are preempted at the
@@ -55,6 +56,7 @@ from dws_operator.emulator.observed import (
     name_of,
     node_index,
     pending_by_pool,
+    place_nodes,
 )
 from dws_operator.emulator.queued import QueuedCapacity
 from dws_operator.emulator.scenario import Preemption, SimClock, SimScenario
@@ -219,16 +221,21 @@ class Autoscaler:
                 want = max(want, min(ceiling, len(nodes) + -(-short // size) * size))
         if want > len(nodes):
             waited = now - self._waiting_since.setdefault(pool.path, now)
-            zone = self.scenario.capacity_zone(
-                list(pool.pool.locations), accelerator_of(pool.shape), waited
+            accelerator = accelerator_of(pool.shape)
+            zones = place_nodes(
+                pool,
+                want - len(nodes),
+                lambda room: self.scenario.capacity_zone(room, accelerator, waited),
             )
-            if zone is None:
+            if not zones:
                 return
+            # Zones short of room (a per-zone maximum) or of capacity hold the rest back.
+            want = max(pool.count, len(nodes) + len(zones))
             if want != pool.count:
                 if not self.emulator.set_node_count(pool.path, want, expected=pool.count):
                     return
                 pool.count = want
-            for _ in range(want - len(nodes)):
+            for zone in zones:
                 nodes.append(self.fleet.create_node(now, pool, zone))
             self._waiting_since.pop(pool.path, None)
             return

@@ -5,7 +5,11 @@ the accelerator (`gke-tpu-accelerator` + `gke-tpu-topology`, or `gke-accelerator
 the provisioning mode (flex-start, spot, queued: the label and taint
 `cloud.google.com/gke-queued`), zone and machine type, plus the labels of the pool's
 NodeConfig. Allocatable is the machine's capacity minus GKE's kubelet and system
-reservations. Every node is annotated `kwok.x-k8s.io/node: fake`
+reservations. A GPU node offers `nvidia.com/gpu` only once a driver runs: GKE installs
+one when the pool asks for DEFAULT or LATEST (and labels the node
+`cloud.google.com/gke-gpu-driver-version`); with no driver installation configured, or
+INSTALLATION_DISABLED, the node comes up without the resource, as GKE's do until the
+user installs a driver. Every node is annotated `kwok.x-k8s.io/node: fake`
 so kwok plays its kubelet (see `stages`).
 """
 
@@ -21,6 +25,7 @@ from google.cloud import container_v1
 
 from dws_operator.catalog import (
     GPU_ACCELERATOR_LABEL_KEY,
+    GPU_DRIVER_LABEL_KEY,
     GPU_RESOURCE,
     GPU_TAINT_KEY,
     GPU_TAINT_VALUE,
@@ -149,6 +154,10 @@ class PoolShape:
     max_run_duration_seconds: int | None = None
     config_labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
+    #: The GPU driver GKE installs (`default` or `latest`, the node label's value).
+    gpu_driver: str | None = None
+    #: A GPU pool whose nodes get no driver from GKE: they offer no `nvidia.com/gpu`.
+    driverless: bool = False
 
     @property
     def multi_host(self) -> bool:
@@ -173,6 +182,8 @@ class PoolShape:
             labels[key] = value
         if self.tpu_topology is not None:
             labels[TPU_TOPOLOGY_LABEL_KEY] = self.tpu_topology
+        if self.gpu_driver is not None:
+            labels[GPU_DRIVER_LABEL_KEY] = self.gpu_driver
         if self.flex_start:
             labels[FLEX_START_LABEL_KEY] = "true"
             labels[PROVISIONING_LABEL_KEY] = "flex-start"
@@ -185,6 +196,10 @@ class PoolShape:
             labels[MAX_RUN_DURATION_LABEL_KEY] = str(self.max_run_duration_seconds)
         return labels
 
+
+_DRIVER = container_v1.GPUDriverInstallationConfig.GPUDriverVersion
+#: Driver versions GKE installs itself; any other setting leaves the node without one.
+_INSTALLED_DRIVERS = {_DRIVER.DEFAULT: "default", _DRIVER.LATEST: "latest"}
 
 _EFFECTS = {
     container_v1.NodeTaint.Effect.NO_SCHEDULE: "NoSchedule",
@@ -209,6 +224,7 @@ def pool_shape(pool: container_v1.NodePool) -> PoolShape:
     topology: str | None = None
     slice_nodes = 1
     taints: list[Taint] = []
+    driver: str | None = None
     tpu = tpu_machine(machine_type)
     if tpu is not None:
         generation, machine = tpu
@@ -224,6 +240,7 @@ def pool_shape(pool: container_v1.NodePool) -> PoolShape:
         accelerator = (GPU_ACCELERATOR_LABEL_KEY, gpu.accelerator_type)
         resource = (GPU_RESOURCE, gpu.accelerator_count)
         taints.append(Taint(GPU_TAINT_KEY, GPU_TAINT_VALUE))
+        driver = _INSTALLED_DRIVERS.get(gpu.gpu_driver_installation_config.gpu_driver_version)
     queued = bool(pool.queued_provisioning.enabled)
     if queued:
         taints.append(Taint(QUEUED_TAINT_KEY, "true"))
@@ -245,6 +262,8 @@ def pool_shape(pool: container_v1.NodePool) -> PoolShape:
         max_run_duration_seconds=max_run or None,
         config_labels=dict(config.labels),
         taints=tuple(taints),
+        gpu_driver=driver,
+        driverless=bool(config.accelerators) and tpu is None and driver is None,
     )
 
 
@@ -258,13 +277,22 @@ def max_nodes(pool: container_v1.NodePool) -> int:
     return int(autoscaling.max_node_count) * max(1, len(pool.locations))
 
 
+def zone_limit(pool: container_v1.NodePool) -> int | None:
+    """The most nodes one zone of `pool` may hold: its per-zone maximum; None when its
+    limits are the pool's total (or it is not autoscaled: only resizes set its size)."""
+    autoscaling = pool.autoscaling
+    if not autoscaling.enabled or autoscaling.total_max_node_count:
+        return None
+    return int(autoscaling.max_node_count)
+
+
 def node_name(cluster: str, pool: str, index: int) -> str:
     """`gke-<cluster>-<pool>-<n>` (GKE adds an instance-group hash; the emulator counts)."""
     return f"gke-{cluster}-{pool}-{index}"
 
 
 def node_resources(shape: PoolShape) -> tuple[dict[str, str], dict[str, str]]:
-    """(capacity, allocatable) of one node of `shape`."""
+    """(capacity, allocatable) of one node of `shape`; no GPUs without a driver."""
     cpus, gib = machine_size(shape.machine_type)
     capacity = {"cpu": str(cpus), "memory": f"{gib}Gi", "pods": str(MAX_PODS)}
     allocatable = {
@@ -272,7 +300,7 @@ def node_resources(shape: PoolShape) -> tuple[dict[str, str], dict[str, str]]:
         "memory": f"{allocatable_memory_mib(gib)}Mi",
         "pods": str(MAX_PODS),
     }
-    if shape.resource is not None:
+    if shape.resource is not None and not shape.driverless:
         name, count = shape.resource
         capacity[name] = allocatable[name] = str(count)
     return capacity, allocatable

@@ -7,6 +7,8 @@ are busy, what a disrupted pod's status looks like) are tested without a cluster
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +16,7 @@ from google.cloud import container_v1
 
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.emulator import provreq
-from dws_operator.emulator.nodes import PoolShape, accepts
+from dws_operator.emulator.nodes import ZONE_LABEL_KEY, PoolShape, accepts, zone_limit
 
 PoolStatus = container_v1.NodePool.Status
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -65,6 +67,37 @@ def node_index(name: str) -> int:
 
 def accelerator_of(shape: PoolShape) -> str | None:
     return shape.accelerator[1] if shape.accelerator else None
+
+
+def zones_with_room(pool: PoolView, nodes: int, held: Counter[str] | None = None) -> list[str]:
+    """The pool's zones that can take `nodes` more nodes under a per-zone maximum (all of
+    them when the pool's limits are its total). `held` counts nodes per zone; default:
+    the pool's nodes as they are."""
+    zones = list(pool.pool.locations)
+    limit = zone_limit(pool.pool)
+    if limit is None:
+        return zones
+    if held is None:
+        held = Counter(labels_of(n).get(ZONE_LABEL_KEY, "") for n in pool.nodes)
+    return [zone for zone in zones if held[zone] + nodes <= limit]
+
+
+def place_nodes(
+    pool: PoolView, count: int, capacity_zone: Callable[[list[str]], str | None]
+) -> list[str]:
+    """Zones for up to `count` new nodes, one entry per node: each multi-host slice whole
+    in one zone, no zone beyond its per-zone maximum, each in the first zone with room
+    that `capacity_zone` says has capacity. Fewer than `count` when zones run out."""
+    size = pool.shape.slice_nodes
+    held = Counter(labels_of(n).get(ZONE_LABEL_KEY, "") for n in pool.nodes)
+    placed: list[str] = []
+    while len(placed) < count:
+        zone = capacity_zone(zones_with_room(pool, size, held))
+        if zone is None:
+            break
+        placed += [zone] * size
+        held[zone] += size
+    return placed[:count]
 
 
 def busy_nodes(pods: list[Obj]) -> dict[str, list[Obj]]:

@@ -25,6 +25,7 @@ from dws_operator.emulator.observed import (
     consumed,
     name_of,
     queued_pools_for,
+    zones_with_room,
 )
 from dws_operator.emulator.scenario import SimScenario
 
@@ -157,8 +158,9 @@ class QueuedCapacity:
             return
         if len(pool.nodes) + count > max_nodes(pool.pool):
             return
+        # All of a request's nodes come in one zone, within a per-zone maximum if any.
         zone = self.scenario.capacity_zone(
-            list(pool.pool.locations), accelerator_of(pool.shape), waited
+            zones_with_room(pool, count), accelerator_of(pool.shape), waited
         )
         if zone is None:
             return

@@ -26,9 +26,29 @@ __all__ = [
     "validate_new_pool",
 ]
 
+#: GKE's answer to an autoscaling block with both a per-zone and a total maximum
+#: (an update GKE rejected, as a 2026 GKE fleet-audit runbook quotes it; secondary).
+BOTH_LIMITS = (
+    "node_pool_autoscaling.max_node_count and node_pool_autoscaling.total_max_node_count "
+    "cannot be both greater than zero"
+)
+#: GKE's answer to creating an autoscaled pool with neither maximum (a CreateNodePool in
+#: terraform-google-modules/terraform-google-kubernetes-engine#1554, 2023).
+NO_LIMIT = (
+    "Node_pool_autoscaling.max_node_count and node_pool_autoscaling.total_max_node_count "
+    "cannot be both set to zero."
+)
 _NAME_RE = re.compile(NODE_POOL_NAME_PATTERN)
 #: TPU generations flex-start does not serve (facts sheet, section 1).
 _NO_FLEX_START_TPU_PREFIXES = ("ct4p-", "ct3-", "ct3p-")
+#: GPU machine types flex-start does not serve (the catalog's A4X row): "A4X Max and A4X
+#: compute instances can't be provisioned by flex-start" (AI Hypercomputer's GKE guide).
+_NO_FLEX_START_GPU_MACHINES = {
+    m.name: a.type.value
+    for a in GPU_ACCELERATORS.values()
+    if not a.flex_start
+    for m in a.machine_types
+}
 
 _NO_RESERVATION = container_v1.ReservationAffinity.Type.NO_RESERVATION
 _SPECIFIC_RESERVATION = container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION
@@ -68,8 +88,17 @@ def validate_autoscaling(field: str, autoscaling: container_v1.NodePoolAutoscali
                 f"{field}.{suffix}max_node_count",
                 f"must be >= {suffix}min_node_count ({low}), got {high}",
             )
-    if any(per_zone) and any(total):
-        raise invalid(field, "set either min/max_node_count or total_min/max_node_count, not both")
+    # The two families are mutually exclusive. With each minimum at most its maximum,
+    # both maximums set is the only way to set both.
+    if per_zone[1] and total[1]:
+        raise invalid(field, BOTH_LIMITS)
+
+
+def validate_new_autoscaling(field: str, autoscaling: container_v1.NodePoolAutoscaling) -> None:
+    """CreateNodePool's extra rule: an autoscaled pool needs a maximum of some kind."""
+    validate_autoscaling(field, autoscaling)
+    if autoscaling.enabled and not (autoscaling.max_node_count or autoscaling.total_max_node_count):
+        raise invalid(field, NO_LIMIT)
 
 
 def validate_new_pool(
@@ -90,7 +119,7 @@ def validate_new_pool(
             )
     if pool.initial_node_count < 0:
         raise invalid("node_pool.initial_node_count", "must be >= 0")
-    validate_autoscaling("node_pool.autoscaling", pool.autoscaling)
+    validate_new_autoscaling("node_pool.autoscaling", pool.autoscaling)
     # Queued provisioning first: its pools are flex-start pools with stricter rules,
     # and its own messages say more than flex-start's would.
     if pool.queued_provisioning.enabled:
@@ -120,6 +149,16 @@ def _check_flex_start(pool: container_v1.NodePool) -> None:
         raise invalid(
             "node_pool.config.machine_type",
             f"flex-start does not support TPU v3 or v4 ({config.machine_type})",
+        )
+    gpu = _NO_FLEX_START_GPU_MACHINES.get(config.machine_type)
+    if gpu is not None:
+        # Ours: GKE's own wording for this refusal was not found.
+        queued = pool.queued_provisioning.enabled
+        kind = "flex-start with queued provisioning" if queued else "flex-start"
+        raise invalid(
+            "node_pool.config.machine_type",
+            f"{kind} does not support machine type {config.machine_type} ({gpu}): A4X "
+            "VMs are not provisioned by flex-start; use a reservation",
         )
     # Read the raw protobuf: proto-plus would hand back a timedelta the stubs don't know.
     seconds = int(container_v1.NodeConfig.pb(config).max_run_duration.seconds)

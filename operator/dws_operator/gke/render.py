@@ -25,6 +25,12 @@ _RESERVATION_TYPES = {
         container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION
     ),
 }
+_DRIVER = container_v1.GPUDriverInstallationConfig.GPUDriverVersion
+_DRIVER_VERSIONS = {
+    "DEFAULT": _DRIVER.DEFAULT,
+    "LATEST": _DRIVER.LATEST,
+    "INSTALLATION_DISABLED": _DRIVER.INSTALLATION_DISABLED,
+}
 _LOCATION_POLICIES = {
     "ANY": container_v1.NodePoolAutoscaling.LocationPolicy.ANY,
     "BALANCED": container_v1.NodePoolAutoscaling.LocationPolicy.BALANCED,
@@ -97,12 +103,16 @@ def _node_config(settings: NodePoolSettings, labels: dict[str, str]) -> containe
     if settings.max_run_duration_seconds is not None:
         config.max_run_duration = duration_pb2.Duration(seconds=settings.max_run_duration_seconds)
     if settings.accelerator_type is not None:
-        config.accelerators = [
-            container_v1.AcceleratorConfig(
-                accelerator_count=settings.accelerator_count or 0,
-                accelerator_type=settings.accelerator_type,
+        accelerator = container_v1.AcceleratorConfig(
+            accelerator_count=settings.accelerator_count or 0,
+            accelerator_type=settings.accelerator_type,
+        )
+        if settings.gpu_driver_version is not None:
+            # Left unset, GKE installs no driver and the nodes never offer nvidia.com/gpu.
+            accelerator.gpu_driver_installation_config = container_v1.GPUDriverInstallationConfig(
+                gpu_driver_version=_DRIVER_VERSIONS[settings.gpu_driver_version]
             )
-        ]
+        config.accelerators = [accelerator]
     affinity = settings.reservation_affinity
     if affinity is not None:
         config.reservation_affinity = container_v1.ReservationAffinity(
@@ -123,8 +133,7 @@ def _autoscaling(settings: NodePoolSettings) -> container_v1.NodePoolAutoscaling
             plan.location_policy or "", policy.LOCATION_POLICY_UNSPECIFIED
         ),
     )
-    if len(settings.zones) > 1:
-        # Per-zone limits would let a pool over N zones grow to N slices: cap the total.
+    if plan.total:
         # GKE takes either the per-zone or the total limits, never both.
         autoscaling.total_min_node_count = plan.min_node_count
         autoscaling.total_max_node_count = plan.max_node_count

@@ -18,8 +18,14 @@ def test_tpu_v6e_4x4_flex_start(scenario: Scenario) -> None:
     scenario.create(tpu("v6e", "4x4"))
     [pool] = eventually(scenario.created_pools, what="CreateNodePool")
     assert pool.config.flex_start
-    assert (pool.autoscaling.enabled, pool.autoscaling.min_node_count) == (True, 0)
-    assert pool.autoscaling.max_node_count == 4
+    # No zones: the pool spans the cluster's, so its limits are the pool's total.
+    scaling = pool.autoscaling
+    assert (scaling.enabled, scaling.total_min_node_count, scaling.total_max_node_count) == (
+        True,
+        0,
+        4,
+    )
+    assert (scaling.min_node_count, scaling.max_node_count) == (0, 0)
     assert pool.placement_policy.tpu_topology == "4x4"
     assert pool.config.machine_type == "ct6e-standard-4t"
 

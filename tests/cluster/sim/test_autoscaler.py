@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+from google.cloud import container_v1
+
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.emulator.scenario import CapacityRule, Preemption, SimScenario
 from dws_operator.emulator.stages import SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION
@@ -16,6 +18,7 @@ from tests.polling import eventually
 
 TPU_TOLERATION = {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+ZONE = "topology.kubernetes.io/zone"
 #: One simulated minute per real second.
 FAST = 60.0
 
@@ -142,6 +145,77 @@ def test_capacity_arrives_after_simulated_delay(
     assert sim.node_count("l4-late") == 1
 
 
+def test_gpu_nodes_without_a_driver_offer_no_gpus(
+    sim: Sim, start_autoscaler: StartAutoscaler
+) -> None:
+    """Disabled: GKE installs no driver, so the node comes up without nvidia.com/gpu
+    and the GPU pod that brought it stays Pending until the user installs one."""
+    start_autoscaler(SimScenario(clock_factor=FAST))
+    accelerator = {"gpu": {"type": "nvidia-l4", "nodes": 1, "driver": "Disabled"}}
+    sim.create_pool(rendered(accelerator, "FlexStart", name="l4-nodriver"))
+    l4_pod(sim, "waits", "l4-nodriver")
+    [node] = eventually(lambda: sim.nodes("l4-nodriver"), what="the node")
+    assert "nvidia.com/gpu" not in node.status.capacity
+    assert "nvidia.com/gpu" not in node.status.allocatable
+    assert node.metadata.labels["cloud.google.com/gke-accelerator"] == "nvidia-l4"
+    assert "cloud.google.com/gke-gpu-driver-version" not in node.metadata.labels
+    eventually(
+        lambda: (
+            [
+                c.status
+                for c in sim.nodes("l4-nodriver")[0].status.conditions or []
+                if c.type == "Ready"
+            ]
+            == ["True"]
+        ),
+        what="the node Ready",
+    )
+    never(lambda: sim.pod("waits").spec.node_name, 2.0, "the GPU pod scheduled without GPUs")
+    assert sim.unschedulable("waits")
+    assert sim.phase("waits") == "Pending"
+    # One node for the one pod: its empty node does not bring more.
+    assert sim.node_count("l4-nodriver") == 1
+
+
+def test_limits_per_zone_or_in_all_in_a_regional_cluster(
+    sim: Sim, start_autoscaler: StartAutoscaler
+) -> None:
+    """Both pools span the cluster's three zones. A total limit of 2 is 2 nodes; a
+    per-zone limit of 1 is one node in each zone: 3, more than was asked for."""
+    start_autoscaler(SimScenario(clock_factor=FAST))
+    total = rendered(gpu("nvidia-l4", nodes=2), "Spot", name="l4-total")
+    per_zone = rendered(gpu("nvidia-l4", nodes=2), "Spot", name="l4-zonal")
+    per_zone.autoscaling = container_v1.NodePoolAutoscaling(
+        enabled=True, max_node_count=1, location_policy=per_zone.autoscaling.location_policy
+    )
+    sim.create_pool(total)
+    sim.create_pool(per_zone)
+    for pool in ("l4-total", "l4-zonal"):
+        for index in range(3):
+            sim.create_pod(
+                f"{pool}-{index}",
+                node_selector={NODE_POOL_LABEL_KEY: pool},
+                resources={"nvidia.com/gpu": "8"},
+                tolerations=[GPU_TOLERATION],
+            )
+
+    zonal = eventually(lambda: len(sim.nodes("l4-zonal")) == 3 and sim.nodes("l4-zonal"))
+    assert sorted(n.metadata.labels[ZONE] for n in zonal) == [
+        "us-central1-a",
+        "us-central1-b",
+        "us-central1-c",
+    ]
+    eventually(lambda: len(sim.nodes("l4-total")) == 2, what="two nodes in all")
+    never(lambda: len(sim.nodes("l4-total")) > 2, 1.5, "a node beyond the total limit")
+    assert sim.node_count("l4-total") == 2
+    assert sim.node_count("l4-zonal") == 3
+
+    def bound() -> list[bool]:
+        return sorted(bool(sim.pod(f"l4-total-{i}").spec.node_name) for i in range(3))
+
+    eventually(lambda: bound() == [False, True, True], what="two pods placed, one waiting")
+
+
 def test_stockout_gives_no_nodes(sim: Sim, start_autoscaler: StartAutoscaler) -> None:
     scenario = SimScenario(
         clock_factor=FAST,
@@ -235,7 +309,8 @@ def test_spot_preemption_fails_pods_then_deletes_the_node(
     disruption = [c for c in pod.status.conditions if c.type == "DisruptionTarget"]
     assert len(disruption) == 1
     assert (disruption[0].status, disruption[0].reason) == ("True", "TerminationByKubelet")
-    assert sim.node_count("l4-spot") == 0
+    # The Node goes first, then the pool's count drops: wait for the second.
+    eventually(lambda: sim.node_count("l4-spot") == 0, what="the pool's count lowered")
 
 
 def test_provisioning_request_is_accepted_provisioned_then_expires_and_is_revoked(
@@ -343,7 +418,7 @@ def test_queued_pool_grows_only_through_requests_matched_by_template(
     sim: Sim, start_autoscaler: StartAutoscaler
 ) -> None:
     start_autoscaler(SimScenario(clock_factor=FAST, provisioning_timeout_seconds=120))
-    # One node per zone at most: 3 in all.
+    # One node in all (a total limit), though the pool spans the cluster's three zones.
     sim.create_pool(rendered(gpu("nvidia-h100-80gb"), "QueuedProvisioning", name="h100-q1"))
     # A pod without a ProvisioningRequest never scales a queued pool up.
     sim.create_pod(
@@ -375,7 +450,7 @@ def test_queued_pool_grows_only_through_requests_matched_by_template(
             },
         },
     )
-    for name, count in (("fits", 1), ("too-big", 4)):
+    for name, count in (("fits", 1), ("too-big", 2)):
         sim.create_custom(
             "provisioningrequests",
             {
@@ -399,7 +474,7 @@ def test_queued_pool_grows_only_through_requests_matched_by_template(
     details = sim.provisioning_request("fits")["status"]["provisioningClassDetails"]
     assert details["NodePoolName"] == "h100-q1"
 
-    # 4 nodes never fit a pool of at most 3: Failed after 2 simulated minutes.
+    # 2 nodes never fit a pool of at most 1: Failed after 2 simulated minutes.
     eventually(lambda: "Failed" in conditions("too-big"), timeout=10.0, what="too-big Failed")
     assert conditions("too-big")["Failed"] == ("True", "WaitTimeExceeded")
     assert conditions("too-big")["Accepted"][0] == "True"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
+from google.cloud import container_v1
 
 from dws_operator.emulator.nodes import (
     accepts,
@@ -10,6 +12,7 @@ from dws_operator.emulator.nodes import (
     allocatable_memory_mib,
     machine_size,
     max_nodes,
+    node_resources,
     pool_shape,
 )
 from dws_operator.emulator.scenario import CapacityRule, SimScenario
@@ -86,6 +89,54 @@ def test_queued_tpu_pool_shape_labels_and_taints() -> None:
     plain = pool_shape(rendered(tpu("v6e", "4x4"), name="flex"))
     assert "cloud.google.com/gke-queued" not in plain.labels
     assert not accepts(plain, selector, [], {"google.com/tpu"})
+
+
+DRIVER_LABEL = "cloud.google.com/gke-gpu-driver-version"
+
+
+@pytest.mark.parametrize(("driver", "label"), [("Default", "default"), ("Latest", "latest")])
+def test_gpu_nodes_with_a_gke_driver_offer_their_gpus(driver: str, label: str) -> None:
+    accelerator = {"gpu": {"type": "nvidia-h100-80gb", "nodes": 1, "driver": driver}}
+    shape = pool_shape(rendered(accelerator, "Spot", name="g"))
+    assert shape.labels[DRIVER_LABEL] == label
+    capacity, allocatable = node_resources(shape)
+    assert (capacity["nvidia.com/gpu"], allocatable["nvidia.com/gpu"]) == ("8", "8")
+
+
+def _driverless(version: int | None) -> container_v1.NodePool:
+    pool = rendered(gpu("nvidia-h100-80gb"), "Spot", name="g")
+    accelerator = pool.config.accelerators[0]
+    if version is None:  # a raw API call that never mentions the driver
+        del accelerator.gpu_driver_installation_config
+    else:
+        accelerator.gpu_driver_installation_config.gpu_driver_version = version
+    return pool
+
+
+@pytest.mark.parametrize(
+    "version",
+    [None, container_v1.GPUDriverInstallationConfig.GPUDriverVersion.INSTALLATION_DISABLED],
+    ids=["unspecified", "installation-disabled"],
+)
+def test_gpu_nodes_without_a_driver_offer_no_gpus(version: int | None) -> None:
+    pool = _driverless(version)
+    set_at_all = "gpu_driver_installation_config" in pool.config.accelerators[0]
+    assert set_at_all == (version is not None)
+    shape = pool_shape(pool)
+    assert DRIVER_LABEL not in shape.labels
+    capacity, allocatable = node_resources(shape)
+    assert "nvidia.com/gpu" not in capacity
+    assert "nvidia.com/gpu" not in allocatable
+    # The pool still promises GPUs: the autoscaler scales it up for GPU pods, as GKE's does.
+    assert shape.resource == ("nvidia.com/gpu", 8)
+    assert accepts(shape, {}, [], {"nvidia.com/gpu"})
+    assert shape.labels["cloud.google.com/gke-accelerator"] == "nvidia-h100-80gb"
+
+
+def test_tpu_nodes_need_no_gpu_driver() -> None:
+    shape = pool_shape(rendered(tpu("v6e", "2x2"), name="t"))
+    assert not shape.driverless
+    assert node_resources(shape)[1]["google.com/tpu"] == "4"
 
 
 def test_capacity_rules_first_match_wins() -> None:
