@@ -2,9 +2,10 @@
 for queued provisioning, the ProvisioningRequest AdmissionCheck with its
 ProvisioningRequestConfig (facts sheet, sections 5 and 6).
 
-The builders are pure and return manifests in `kueue.x-k8s.io/v1beta2`, the version Kueue
-v0.19 stores (its CRDs serve v1beta1 too, without conversion, so only v1beta2 is written).
-`apply_kueue_objects` is the one function here that talks to a cluster.
+The builders are pure and return manifests in `kueue.x-k8s.io/v1beta2`, served since Kueue
+v0.15 and stored since v0.16 (v1beta1, deprecated since v0.15, is no longer served from
+v0.20; see `kueue_versions`), so only v1beta2 is written. `apply_kueue_objects` is the one
+function here that talks to a cluster.
 """
 
 from __future__ import annotations
@@ -38,12 +39,21 @@ PROVREQ_CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
 #: Job annotations with this prefix become the ProvisioningRequest's `spec.parameters`.
 PROVREQ_PARAMETER_PREFIX = "provreq.kueue.x-k8s.io/"
 
-#: ClusterQueue resources: every flavor lists quota for all of them, in this order.
-COVERED_RESOURCES: tuple[str, ...] = ("cpu", "memory", GPU_RESOURCE, TPU_RESOURCE)
+#: ClusterQueue resources: every flavor lists quota for all of them, in this order. Kueue
+#: admits no workload whose pods request a resource its ClusterQueue does not cover, and
+#: pod templates often request `ephemeral-storage` (GKE's example queue covers it too).
+COVERED_RESOURCES: tuple[str, ...] = (
+    "cpu",
+    "memory",
+    "ephemeral-storage",
+    GPU_RESOURCE,
+    TPU_RESOURCE,
+)
 #: Generous quotas: DWS, not Kueue, is what limits capacity; Kueue only queues and gates.
 DEFAULT_QUOTAS: Mapping[str, str] = {
     "cpu": "100000",
     "memory": "1000Ti",
+    "ephemeral-storage": "1000Ti",
     GPU_RESOURCE: "100000",
     TPU_RESOURCE: "100000",
 }

@@ -130,6 +130,39 @@ def test_rendered_chart_passes_server_side_dry_run(
     )
 
 
+def test_chart_queues_cover_ephemeral_storage(helm: Helm) -> None:
+    rendered = helm("template", "t", str(CHART), *GKE_VALUES, "--set", "kueue.createObjects=true")
+    assert rendered.returncode == 0, rendered.stderr
+    queues = [d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"] == "ClusterQueue"]
+    assert [q["metadata"]["name"] for q in queues] == ["dws", "dws-queued"]
+    for queue in queues:
+        [group] = queue["spec"]["resourceGroups"]
+        assert "ephemeral-storage" in group["coveredResources"]
+        [flavor] = group["flavors"]
+        # Kueue wants the flavor's resources in the order of coveredResources.
+        assert [r["name"] for r in flavor["resources"]] == group["coveredResources"]
+
+
+@pytest.mark.parametrize(
+    ("served", "refused"),
+    [
+        (["kueue.x-k8s.io/v1beta1"], True),  # Kueue before v0.15.0
+        (["kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2"], False),  # v0.15 to v0.19
+        (["kueue.x-k8s.io/v1beta2"], False),  # v0.20 on
+        ([], False),  # rendered offline: nothing known, nothing refused
+    ],
+)
+def test_chart_refuses_a_kueue_older_than_v0_15(
+    helm: Helm, served: list[str], refused: bool
+) -> None:
+    versions = [arg for version in served for arg in ("--api-versions", version)]
+    rendered = helm(
+        "template", "t", str(CHART), *GKE_VALUES, "--set", "kueue.createObjects=true", *versions
+    )
+    assert (rendered.returncode != 0) == refused, rendered.stderr
+    assert ("older than Kueue v0.15.0" in rendered.stderr) == refused
+
+
 def test_deployment_is_locked_down(helm: Helm) -> None:
     rendered = helm("template", "t", str(CHART))
     deployment = next(

@@ -1,5 +1,13 @@
-"""The accelerator catalog: TPU and GPU rows and per-mode node pool settings, as data."""
+"""The accelerator catalog: TPU and GPU rows, per-mode node pool settings and the GKE
+versions features need, as data."""
 
+from dws_operator.catalog.gke_versions import (
+    VERSION_GATES,
+    GkeVersion,
+    VersionGate,
+    unmet_gates,
+    version_gates,
+)
 from dws_operator.catalog.gpu import (
     GPU_ACCELERATOR_LABEL_KEY,
     GPU_ACCELERATORS,
@@ -57,7 +65,9 @@ __all__ = [
     "TPU_TAINT_KEY",
     "TPU_TAINT_VALUE",
     "TPU_TOPOLOGY_LABEL_KEY",
+    "VERSION_GATES",
     "CubeRule",
+    "GkeVersion",
     "GpuAccelerator",
     "GpuDriver",
     "GpuMachineType",
@@ -69,7 +79,10 @@ __all__ = [
     "TpuGeneration",
     "TpuMachineType",
     "TpuVersion",
+    "VersionGate",
     "default_machine_type",
     "parse_topology",
     "topology_chips",
+    "unmet_gates",
+    "version_gates",
 ]

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import kopf
+
 from dws_operator.controller import ConfigError, OperatorConfig, run_operator
 
 
@@ -65,7 +67,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"dws-operator run: {error}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    asyncio.run(_serve(config, args))
+    try:
+        asyncio.run(_serve(config, args))
+    except Exception as error:
+        # A start-up handler's refusal (Kueue missing or too old) arrives wrapped in kopf's
+        # ActivityError: one line, not a traceback.
+        if isinstance(error.__cause__, kopf.PermanentError):
+            print(f"dws-operator run: {error.__cause__}", file=sys.stderr)
+            return 1
+        raise
     return 0
 
 

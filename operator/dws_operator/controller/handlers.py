@@ -28,12 +28,13 @@ from dws_operator.gke import (
     connect_compute,
 )
 from dws_operator.gke import connect as connect_gke
+from dws_operator.kueue_objects import KUEUE_GROUP
+from dws_operator.kueue_versions import unsupported_kueue
 from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from dws_operator.reconcile import Event, ReconcileConfig
 from dws_operator.workload import REQUEST_LABEL
 
 FINALIZER = "dws-operator.dev/cleanup"
-KUEUE_GROUP = "kueue.x-k8s.io"
 ANNOTATION_PREFIX = "dws-operator.dev"
 #: A request with nothing in flight is still looked at now and then (drift, lost events).
 IDLE_SECONDS = 30.0
@@ -142,6 +143,20 @@ async def run_passes(
         await pause(stopped, wake, max(delay - MIN_PASS_SECONDS, 0.0))
 
 
+async def _use_kueue(mode: KueueMode, kube: KubeApi) -> bool:
+    """Whether to queue through Kueue; refuses to start (PermanentError) when Kueue is
+    required and missing, or installed in a release the operator does not support."""
+    if mode == KueueMode.DISABLED:
+        return False
+    served = await kube.served_versions(KUEUE_GROUP)
+    if mode == KueueMode.REQUIRED and not served:
+        raise kopf.PermanentError("DWS_KUEUE=required but Kueue's CRDs are not installed")
+    too_old = unsupported_kueue(served)
+    if too_old is not None:
+        raise kopf.PermanentError(too_old)
+    return bool(served)
+
+
 def _reconciler(
     config: OperatorConfig,
     kube: KubeApi,
@@ -197,13 +212,16 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
         settings.watching.server_timeout = 300
         api = await connect(str(kubeconfig) if kubeconfig else None)
         kube = KubeApi(api)
-        installed = config.kueue != KueueMode.DISABLED and await kube.has_api_group(KUEUE_GROUP)
-        if config.kueue == KueueMode.REQUIRED and not installed:
-            raise kopf.PermanentError("DWS_KUEUE=required but Kueue's CRDs are not installed")
+        try:
+            installed = await _use_kueue(config.kueue, kube)
+        except kopf.PermanentError:
+            # The operator stops here; the cleanup handler never sees this client.
+            await api.close()  # type: ignore[no-untyped-call]
+            raise
         memo.api = api
         memo.gke_api = connect_gke(config.gke_endpoint)
         # Several slices run as a JobSet: without its API they fail at once, clearly.
-        jobset = await kube.has_api_group(JOBSET_GROUP)
+        jobset = JOBSET_VERSION in await kube.served_versions(JOBSET_GROUP)
         memo.reconciler = _reconciler(config, kube, installed, jobset, memo.gke_api, memo)
 
     @kopf.on.cleanup(registry=registry)

@@ -257,9 +257,11 @@ class KubeApi:
             raise
         return dict(body)
 
-    async def has_api_group(self, group: str) -> bool:
+    async def served_versions(self, group: str) -> tuple[str, ...]:
+        """The versions the API server serves of `group` (discovery); () when none."""
         groups = (await k8s.ApisApi(self.api).get_api_versions()).groups or []
-        return any(g.name == group for g in groups)
+        found = next((g for g in groups if g.name == group), None)
+        return tuple(v.version for v in (found.versions if found else None) or [])
 
     async def training_requests(self) -> list[dict[str, Any]]:
         listed: Any = await self.objects.list_cluster_custom_object(GROUP, VERSION, PLURAL)

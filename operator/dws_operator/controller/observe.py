@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -11,12 +12,16 @@ from kubernetes.aio import client as k8s
 from pydantic import ValidationError
 
 from dws_operator.api import Phase, TrainingRequestStatus
+from dws_operator.catalog import GkeVersion
 from dws_operator.controller.kube import KubeApi
 from dws_operator.gke import NodePoolClient, owned_by
 from dws_operator.multislice import JOBSET_KIND
 from dws_operator.reconcile import JobView, Observed, PoolState, PoolView, RequestView
 from dws_operator.reconcile.decide import pool_names_for, workload_kind
 from dws_operator.workload import DISRUPTION_CONDITION, job_name, service_name
+
+log = logging.getLogger(__name__)
+_UNREADABLE: set[str] = set()
 
 #: Phases in which a request holds nodes of its pool (seed 003's "used by other jobs").
 HOLDING = (Phase.WAITING_FOR_CAPACITY, Phase.RUNNING)
@@ -132,8 +137,24 @@ async def _workload(
     return (job_view(job, request.uid) if job is not None else None), names
 
 
+async def cluster_version(gke: NodePoolClient) -> GkeVersion | None:
+    """The cluster's GKE version (cached by the client); None if GKE answers something that
+    is not a GKE version: the gates are skipped then, and GKE itself still judges the pool."""
+    text = await gke.master_version()
+    try:
+        return GkeVersion.parse(text)
+    except ValueError:
+        if text not in _UNREADABLE:  # once, not on every pass
+            _UNREADABLE.add(text)
+            log.warning("cannot read the cluster's GKE version %r; version gates are off", text)
+        return None
+
+
 async def observe(body: Mapping[str, Any], kube: KubeApi, gke: NodePoolClient) -> Observed:
     request = request_view(body)
+    # Deletion needs no version (and must not wait on GetCluster); a failed read raises
+    # GkeError, which the daemon retries with backoff like any other GKE error.
+    version = None if request.deleting else await cluster_version(gke)
     pool_names = pool_names_for(request)
     pools = [await gke.get(name) for name in pool_names]
     views = [pool_view(pool, request.uid) if pool is not None else None for pool in pools]
@@ -158,6 +179,7 @@ async def observe(body: Mapping[str, Any], kube: KubeApi, gke: NodePoolClient) -
         nodes_used_by_others=(
             await _nodes_used_by_others(kube, pool_names[0], request.uid) if existing else 0
         ),
+        cluster_version=version,
     )
 
 

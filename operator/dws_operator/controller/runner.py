@@ -60,24 +60,34 @@ class OperatorThread:
 
     def _main(self) -> None:
         try:
-            asyncio.run(
-                run_operator(
-                    self.config,
-                    kubeconfig=self.kubeconfig,
-                    stop_flag=self._stop,
-                    ready_flag=self._ready,
-                )
-            )
+            asyncio.run(self._operate())
         except BaseException as error:  # reported by start()/stop(), not swallowed
+            self._error = self._error or error
+            self._ready.set()
+
+    async def _operate(self) -> None:
+        try:
+            await run_operator(
+                self.config,
+                kubeconfig=self.kubeconfig,
+                stop_flag=self._stop,
+                ready_flag=self._ready,
+            )
+        except BaseException as error:
+            # Said before asyncio.run returns: it then waits for kopf's thread watching
+            # the stop flag, which only stop() ends, so start() would wait out its timeout.
             self._error = error
             self._ready.set()
+            raise
 
     def start(self, timeout: float = 60.0) -> OperatorThread:
         logging.getLogger(_KOPF_REACTOR_LOGGER).addFilter(_THREAD_NOTICE)  # idempotent
         self._thread.start()
         if not self._ready.wait(timeout) or self._error is not None:
             self.stop()
-            raise RuntimeError(f"the operator did not start: {self._error!r}")
+            # kopf wraps a start-up handler's refusal in ActivityError: name the refusal.
+            reason = (self._error.__cause__ or self._error) if self._error else None
+            raise RuntimeError(f"the operator did not start: {reason!r}")
         return self
 
     def stop(self, timeout: float = 60.0) -> None:

@@ -5,6 +5,7 @@ seed: 7                          # fault injection draws from RNGs seeded with t
 operation_latency_seconds: 0.5   # PENDING -> RUNNING -> DONE takes this long
 clusters:
   - name: projects/dws-sandbox/locations/us-central1/clusters/sandbox
+    version: 1.34.1-gke.1000000  # GetCluster's current_master_version (this is the default)
 quotas:                          # accelerator -> chips (TPU) or GPUs, summed over pools
   nvidia-h100-80gb: 16
   tpu-v6e-slice: 64
@@ -64,6 +65,9 @@ CLUSTER_PATTERN = (
     r"/locations/[a-z0-9-]+"
     r"/clusters/[a-z]([-a-z0-9]{0,38}[a-z0-9])?$"
 )
+DEFAULT_VERSION = "1.34.1-gke.1000000"
+#: GKE's version format (MAJOR.MINOR.PATCH-gke.BUILD).
+VERSION_PATTERN = r"^[0-9]+\.[0-9]+\.[0-9]+-gke\.[0-9]+$"
 DEFAULT_STOCKOUT = (
     "GCE_STOCKOUT: The zone does not have enough resources available to fulfill the request. "
     "Try a different zone, or try again later."
@@ -110,7 +114,9 @@ class MethodFaults(EmulatorModel):
 
 class ClusterConfig(EmulatorModel):
     name: str = Field(pattern=CLUSTER_PATTERN)
-    version: str = "1.33.2-gke.1111000"
+    #: The control plane's (and new pools') version, as GetCluster reports it. The default
+    #: is new enough for every feature the operator uses (catalog.gke_versions).
+    version: str = Field(DEFAULT_VERSION, pattern=VERSION_PATTERN)
     #: Zones node pools may use; default: `<region>-a`, `-b`, `-c`.
     zones: list[str] | None = None
 

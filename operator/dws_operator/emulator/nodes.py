@@ -291,13 +291,25 @@ def node_name(cluster: str, pool: str, index: int) -> str:
     return f"gke-{cluster}-{pool}-{index}"
 
 
+#: Ephemeral storage lives on the boot disk: GKE's figures for a node with its default
+#: 100 GB boot disk (capacity, allocatable; GKE docs, concepts/plan-node-sizes). Without
+#: them no pod requesting `ephemeral-storage` would ever be scheduled.
+EPHEMERAL_STORAGE = ("98831908Ki", "47060071478")
+
+
 def node_resources(shape: PoolShape) -> tuple[dict[str, str], dict[str, str]]:
     """(capacity, allocatable) of one node of `shape`; no GPUs without a driver."""
     cpus, gib = machine_size(shape.machine_type)
-    capacity = {"cpu": str(cpus), "memory": f"{gib}Gi", "pods": str(MAX_PODS)}
+    capacity = {
+        "cpu": str(cpus),
+        "memory": f"{gib}Gi",
+        "ephemeral-storage": EPHEMERAL_STORAGE[0],
+        "pods": str(MAX_PODS),
+    }
     allocatable = {
         "cpu": f"{allocatable_cpu_millis(cpus)}m",
         "memory": f"{allocatable_memory_mib(gib)}Mi",
+        "ephemeral-storage": EPHEMERAL_STORAGE[1],
         "pods": str(MAX_PODS),
     }
     if shape.resource is not None and not shape.driverless:

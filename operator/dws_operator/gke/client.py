@@ -35,6 +35,9 @@ NodePool = container_v1.NodePool
 Operation = container_v1.Operation
 T = TypeVar("T")
 
+#: How long `NodePoolClient.master_version` trusts the version it read.
+VERSION_TTL_SECONDS = 3600.0
+
 _CLUSTER_RE = re.compile(r"^projects/([^/]+)/locations/([^/]+)/clusters/([^/]+)$")
 
 
@@ -141,12 +144,36 @@ class NodePoolClient:
         call_timeout: float = 30.0,
         poll: PollPolicy | None = None,
         retry: RetryPolicy | None = None,
+        version_ttl: float = VERSION_TTL_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self.cluster = ClusterRef.parse(cluster)
         self.call_timeout = call_timeout
         self.poll = poll or PollPolicy()
         self.retry = retry or RetryPolicy()
+        self.version_ttl = version_ttl
+        self._clock = clock
+        self._version: tuple[str, float] | None = None
+        self._version_lock = asyncio.Lock()
+
+    async def master_version(self) -> str:
+        """The cluster's control-plane version (GetCluster's `current_master_version`).
+
+        Read once and kept for `version_ttl` seconds, so every request of the operator
+        costs one GetCluster between them, not one per pass; the expiry lets a GKE upgrade
+        show within the hour. Concurrent callers share one read. A failed read raises
+        its `GkeError` (nothing is cached) and the next caller tries again.
+        """
+        async with self._version_lock:
+            now = self._clock()
+            if self._version is not None and now - self._version[1] < self.version_ttl:
+                return self._version[0]
+            cluster = await self.call(
+                self.api.get_cluster, container_v1.GetClusterRequest(name=self.cluster.path)
+            )
+            self._version = (cluster.current_master_version, now)
+            return cluster.current_master_version
 
     async def create(self, pool: NodePool, uid: str) -> CreateResult:
         """Create `pool` for the owner `uid`, or adopt the pool of that name if it is ours.

@@ -24,6 +24,7 @@ from dws_operator.api import (
     TrainingRequestSpec,
     TrainingRequestStatus,
 )
+from dws_operator.catalog import unmet_gates, version_gates
 from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
 from dws_operator.multislice import JOBSET_KIND, MAX_MULTISLICE_NAME, render_jobset
 from dws_operator.naming import default_node_pool_name, slice_pool_names
@@ -217,6 +218,9 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
                 "QueuedProvisioning needs a Kueue LocalQueue: set spec.queueName or the "
                 "operator's DWS_DEFAULT_QUEUE",
             )
+    too_old = _gke_too_old(run, spec, plan) if managed else None
+    if too_old is not None:
+        return too_old
     run.status.requested_at = run.status.requested_at or run.now
     still_provisioning = run.status.phase in (
         Phase.PROVISIONING,
@@ -231,6 +235,25 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
     if waiting is not None:
         return waiting
     return _workload(run, spec, plan, config)
+
+
+def _gke_too_old(run: _Run, spec: TrainingRequestSpec, plan: SlicePlan) -> Decision | None:
+    """Failed at once when the cluster's GKE is older than a feature of the request needs:
+    GKE would refuse the pool, or accept settings it ignores. Checked only before the
+    first pool is created; a pool GKE already made proves the version was enough."""
+    observed = run.observed
+    cluster = observed.cluster_version
+    if cluster is None or any(p is not None for p in observed.slice_pools(plan.slices)):
+        return None
+    tpu = spec.accelerator.tpu
+    gates = version_gates(
+        plan.kind, spec.provisioning.mode, tpu.version if tpu else None, plan.slices
+    )
+    unmet = unmet_gates(cluster, gates)
+    if not unmet:
+        return None
+    needs = ", ".join(f"{g.feature} requires GKE {g.minimum} or later" for g in unmet)
+    return run.fail("GkeVersionTooOld", f"{needs}; this cluster runs GKE {cluster}")
 
 
 def _invalid(run: _Run, invalid: InvalidSpec) -> Decision:

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from dws_operator.api import TrainingRequestStatus
+from dws_operator.catalog import GkeVersion
 
 
 class PoolState(StrEnum):
@@ -89,6 +90,8 @@ class Observed:
     stale_jobs: tuple[str, ...] = ()
     #: Nodes of an existing pool that other running TrainingRequests hold (seed 003).
     nodes_used_by_others: int = 0
+    #: The GKE cluster's control-plane version; None when not known (no version gate then).
+    cluster_version: GkeVersion | None = None
     #: Extra facts the shell learned (for messages), e.g. the last GKE error.
     notes: Mapping[str, str] = field(default_factory=dict)
 

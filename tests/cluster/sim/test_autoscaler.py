@@ -82,12 +82,14 @@ def test_v6e_flex_start_slice_nodes_carry_gke_labels_taints_and_resources(
         assert node.status.capacity == {
             "cpu": "180",
             "memory": "720Gi",
+            "ephemeral-storage": "98831908Ki",
             "pods": "110",
             "google.com/tpu": "4",
         }
         assert node.status.allocatable == {
             "cpu": "179480m",
             "memory": "715512Mi",
+            "ephemeral-storage": "47060071478",
             "pods": "110",
             "google.com/tpu": "4",
         }
