@@ -33,4 +33,6 @@ if [ "$needs_cluster" = yes ] && [ -z "${DWS_K8S_BIN_DIR:-}" ]; then
 fi
 
 step "pytest"
-pytest --durations=15 "$@"
+# Two files at a time (pytest-xdist; each worker starts its own session clusters);
+# DWS_TEST_WORKERS=0 runs everything in this process.
+pytest --numprocesses="${DWS_TEST_WORKERS:-2}" --dist loadfile --durations=15 "$@"
