@@ -3,6 +3,7 @@ controller, Kueue's JobSet integration, kwok nodes from the emulator's autoscale
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from kubernetes import client as k8s
@@ -111,9 +112,16 @@ def test_two_slices_run_as_one_jobset_through_kueue(
 
 
 def test_a_preempted_slice_restarts_the_jobset(stack: Stack) -> None:
-    # Reclaimed 15 s (wall) after the autoscaler starts, while the pods run their 30 s.
-    scenario = stack(SimScenario(clock_factor=CLOCK, preemptions=[Preemption(at_seconds=900)]))
-    scenario.create(TWO_SLICES, mode="Spot", maxRestarts=1, template=sim("30s"))
+    # The pools are named up front so that only slice 1's pool is reclaimed: 15 s (wall)
+    # after the autoscaler starts, while the pods run their 30 s.
+    base = f"ms-{uuid.uuid4().hex[:6]}"
+    lost = f"{base}-s1"
+    scenario = stack(
+        SimScenario(clock_factor=CLOCK, preemptions=[Preemption(at_seconds=900, pool=lost)])
+    )
+    scenario.create(
+        TWO_SLICES, mode="Spot", maxRestarts=1, nodePool={"name": base}, template=sim("30s")
+    )
     scenario.wait_phase("Running", timeout=40)
     eventually(lambda: scenario.status().get("restarts") == 1, timeout=60, what="a restart")
     restarted = eventually(
@@ -126,7 +134,15 @@ def test_a_preempted_slice_restarts_the_jobset(stack: Stack) -> None:
     assert status["restarts"] == 1
     assert status["job"]["name"] == f"{scenario.name}-r1"
     assert "Restarting" in scenario.events()
-    eventually(lambda: all_nodes(scenario) == [], timeout=30, what="both slices' nodes gone")
+    # The first attempt's JobSet is gone, and both attempts ran on the same two pools.
+    assert [j["metadata"]["name"] for j in jobsets(scenario)] == [f"{scenario.name}-r1"]
+    created = [c.request.node_pool.name for c in scenario.emulator.calls_for("CreateNodePool")]
+    assert sorted(created) == [f"{base}-s0", lost]
+    eventually(
+        lambda: nodes_of(scenario, f"{base}-s0") == [] and nodes_of(scenario, lost) == [],
+        timeout=30,
+        what="both slices' nodes gone",
+    )
 
 
 def test_deleting_a_multi_slice_request_leaves_nothing(stack: Stack) -> None:
