@@ -3,8 +3,9 @@
 Every failure, whether an RPC status or a long-running operation that ended in
 error, becomes one `GkeError` with a CamelCase `reason` the reconciler can put in a
 condition. GKE reuses a few status codes for unrelated situations (RESOURCE_EXHAUSTED
-is a rate limit, the cap on concurrent operations and a resource quota; FAILED_PRECONDITION is mostly "another operation is
-running"), so the message text decides those cases.
+is a rate limit, the cap on concurrent operations and a resource quota;
+FAILED_PRECONDITION is mostly "another operation is running"), so the message text
+decides those cases.
 """
 
 from __future__ import annotations
