@@ -120,9 +120,7 @@ def classify_status(code: grpc.StatusCode, message: str) -> GkeError:
         return GkeError(retryable=False, reason="Stockout", message=message, code=code)
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
         if any(marker in text for marker in _TOO_MANY_OPERATIONS_MARKERS):
-            return GkeError(
-                retryable=True, reason="TooManyOperations", message=message, code=code
-            )
+            return GkeError(retryable=True, reason="TooManyOperations", message=message, code=code)
         if any(marker in text for marker in _RATE_LIMIT_MARKERS):
             return GkeError(retryable=True, reason="RateLimited", message=message, code=code)
         if any(marker in text for marker in _QUOTA_MARKERS):
