@@ -29,7 +29,22 @@ TABLE = [
         'Too many operations: cluster "sandbox" hits the concurrent operations quota 5, '
         "please try again later.",
         True,
-        "RateLimited",
+        "TooManyOperations",
+    ),
+    (
+        # Worded differently, the cap on operations in flight is still not a resource quota.
+        C.RESOURCE_EXHAUSTED,
+        'Cluster "sandbox" hits the concurrent operations quota 10.',
+        True,
+        "TooManyOperations",
+    ),
+    (
+        # The emulator's accelerator quota, worded as GKE words a short regional quota.
+        C.RESOURCE_EXHAUSTED,
+        'Insufficient quota to satisfy request: resource "tpu-v6e-slice": request requires '
+        "'16' and is short '8'. Project has a quota of '64' with '8' available.",
+        False,
+        "QuotaExceeded",
     ),
     (C.RESOURCE_EXHAUSTED, "", True, "RateLimited"),
     (
@@ -153,6 +168,15 @@ def test_classify_status(code: grpc.StatusCode, message: str, retryable: bool, r
             core_exceptions.TooManyRequests("Too many"),  # type: ignore[no-untyped-call]
             True,
             "RateLimited",
+        ),
+        # What the gRPC client raises when GKE's concurrent-operations quota is hit.
+        (
+            core_exceptions.ResourceExhausted(  # type: ignore[no-untyped-call]
+                'Too many operations: cluster "sandbox" hits the concurrent operations '
+                "quota 5, please try again later."
+            ),
+            True,
+            "TooManyOperations",
         ),
         (TimeoutError(), True, "DeadlineExceeded"),
     ],

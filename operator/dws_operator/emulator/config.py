@@ -6,6 +6,7 @@ operation_latency_seconds: 0.5   # PENDING -> RUNNING -> DONE takes this long
 clusters:
   - name: projects/dws-sandbox/locations/us-central1/clusters/sandbox
     version: 1.34.1-gke.1000000  # GetCluster's current_master_version (this is the default)
+    concurrent_operations_quota: 5  # operations not yet DONE at once (GKE's default)
 quotas:                          # accelerator -> chips (TPU) or GPUs, summed over pools
   nvidia-h100-80gb: 16
   tpu-v6e-slice: 64
@@ -66,6 +67,8 @@ CLUSTER_PATTERN = (
     r"/clusters/[a-z]([-a-z0-9]{0,38}[a-z0-9])?$"
 )
 DEFAULT_VERSION = "1.34.1-gke.1000000"
+#: GKE refuses a cluster's sixth operation while five are still PENDING or RUNNING.
+DEFAULT_CONCURRENT_OPERATIONS = 5
 #: GKE's version format (MAJOR.MINOR.PATCH-gke.BUILD).
 VERSION_PATTERN = r"^[0-9]+\.[0-9]+\.[0-9]+-gke\.[0-9]+$"
 DEFAULT_STOCKOUT = (
@@ -119,6 +122,9 @@ class ClusterConfig(EmulatorModel):
     version: str = Field(DEFAULT_VERSION, pattern=VERSION_PATTERN)
     #: Zones node pools may use; default: `<region>-a`, `-b`, `-c`.
     zones: list[str] | None = None
+    #: Operations (node pool create, delete, resize, update) the cluster runs at once;
+    #: one more is refused with RESOURCE_EXHAUSTED "Too many operations".
+    concurrent_operations_quota: int = Field(DEFAULT_CONCURRENT_OPERATIONS, ge=1)
 
     @property
     def project(self) -> str:

@@ -26,7 +26,13 @@ from google.rpc import status_pb2  # type: ignore[import-untyped]
 
 from dws_operator.emulator.compute import ComputeEmulator
 from dws_operator.emulator.compute_state import ComputeState
-from dws_operator.emulator.config import EmulatorConfig, MethodFaults, MethodName, faults_for
+from dws_operator.emulator.config import (
+    DEFAULT_CLUSTER,
+    EmulatorConfig,
+    MethodFaults,
+    MethodName,
+    faults_for,
+)
 from dws_operator.emulator.service import ClusterManagerService, Method, clone
 from dws_operator.emulator.state import ClusterManagerState, PoolRecord
 from dws_operator.emulator.status import ApiError
@@ -234,6 +240,17 @@ class ClusterManagerEmulator:
         with self._lock:
             self._state.advance()
             return [clone(r.operation) for r in self._state.operations]
+
+    def operations_in_flight(self, cluster: str = DEFAULT_CLUSTER) -> int:
+        """The cluster's operations not yet DONE (PENDING or RUNNING) now."""
+        with self._lock:
+            self._state.advance()
+            return self._state.cluster(cluster).in_flight
+
+    def max_operations_in_flight(self, cluster: str = DEFAULT_CLUSTER) -> int:
+        """The most operations the cluster has had in flight at once since it started."""
+        with self._lock:
+            return self._state.cluster(cluster).max_in_flight
 
     def _pool_record(self, path: str) -> PoolRecord | None:
         cluster_path, _, name = path.partition("/nodePools/")

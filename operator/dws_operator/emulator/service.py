@@ -6,7 +6,8 @@ Each method takes the request message and returns the response message or raises
 completes, never at the call.
 
 UpdateNodePool applies labels, resource labels and locations; other fields of the
-request are accepted and ignored.
+request are accepted and ignored. Every method that starts an operation first checks
+the cluster's concurrent-operations quota (`ClusterConfig.concurrent_operations_quota`).
 """
 
 from __future__ import annotations
@@ -250,6 +251,7 @@ class ClusterManagerService:
         validate_new_pool(pool, cluster.config, policies)
         if pool.name in cluster.pools:
             raise already_exists(f"{path}/nodePools/{pool.name}")
+        self.state.ensure_operation_slot(cluster)
         resolve_topology(pool, cluster.config, policies)
         failure = deferred_failure(pool)
         if failure is not None and error is None:
@@ -294,6 +296,7 @@ class ClusterManagerService:
     ) -> container_v1.Operation:
         record = self.state.pool(*_pool_path(request))
         self.state.ensure_idle(record)
+        self.state.ensure_operation_slot(record.cluster)
         pool, before = record.pool, record.pool.status
         pool.status = STOPPING
 
@@ -320,6 +323,7 @@ class ClusterManagerService:
     ) -> container_v1.Operation:
         record = self.state.pool(*_pool_path(request))
         self.state.ensure_idle(record)
+        self.state.ensure_operation_slot(record.cluster)
         autoscaling = clone(request.autoscaling)
         validate_autoscaling("autoscaling", autoscaling)
         pool = record.pool
@@ -352,6 +356,7 @@ class ClusterManagerService:
     ) -> container_v1.Operation:
         record = self.state.pool(*_pool_path(request))
         self.state.ensure_idle(record)
+        self.state.ensure_operation_slot(record.cluster)
         if request.node_count < 0:
             raise invalid("node_count", f"must be >= 0, got {request.node_count}")
         pool = record.pool
@@ -379,6 +384,7 @@ class ClusterManagerService:
     ) -> container_v1.Operation:
         record = self.state.pool(*_pool_path(request))
         self.state.ensure_idle(record)
+        self.state.ensure_operation_slot(record.cluster)
         pool = record.pool
         zones = record.cluster.config.node_zones
         for index, zone in enumerate(request.locations):

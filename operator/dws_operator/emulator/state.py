@@ -22,7 +22,12 @@ from google.cloud import container_v1
 from google.rpc import status_pb2  # type: ignore[import-untyped]
 
 from dws_operator.emulator.config import ClusterConfig, EmulatorConfig
-from dws_operator.emulator.status import ApiError, not_found, operation_in_progress
+from dws_operator.emulator.status import (
+    ApiError,
+    not_found,
+    operation_in_progress,
+    too_many_operations,
+)
 
 if TYPE_CHECKING:
     from google.cloud import compute_v1
@@ -71,6 +76,10 @@ class PoolRecord:
 class ClusterRecord:
     config: ClusterConfig
     pools: dict[str, PoolRecord] = field(default_factory=dict)
+    #: Operations not yet DONE, kept by `start` and `_finish`.
+    in_flight: int = 0
+    #: The most operations ever in flight at once, for benchmarks against the quota.
+    max_in_flight: int = 0
 
     @property
     def path(self) -> str:
@@ -170,6 +179,16 @@ class ClusterManagerState:
         if busy is not None and not busy.done:
             raise operation_in_progress(busy.operation.name, busy.doing, pool.cluster.short_name)
 
+    def ensure_operation_slot(self, cluster: ClusterRecord) -> None:
+        """RESOURCE_EXHAUSTED if the cluster already runs as many operations as its quota.
+
+        Call after `advance` (every RPC does) and before changing anything: a refused
+        call leaves the cluster as it was.
+        """
+        quota = cluster.config.concurrent_operations_quota
+        if cluster.in_flight >= quota:
+            raise too_many_operations(cluster.short_name, quota)
+
     def reserve(self, pool: PoolRecord, nodes: int) -> None:
         """Hold `nodes` of the pool's accelerator against quota, or RESOURCE_EXHAUSTED.
 
@@ -237,6 +256,8 @@ class ClusterManagerState:
             error=error,
         )
         self.operations.append(record)
+        cluster.in_flight += 1
+        cluster.max_in_flight = max(cluster.max_in_flight, cluster.in_flight)
         if pool is not None:
             pool.operation = record
         self.advance()
@@ -257,6 +278,7 @@ class ClusterManagerState:
         operation = record.operation
         operation.status = DONE
         operation.end_time = now_rfc3339()
+        record.cluster.in_flight -= 1
         if record.error is None:
             record.on_success()
         else:

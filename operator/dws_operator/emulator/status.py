@@ -33,3 +33,12 @@ def operation_in_progress(operation: str, doing: str, cluster: str) -> ApiError:
         f"Operation {operation} is currently {doing} for cluster {cluster}. "
         "Please wait and try again once it is done.",
     )
+
+
+def too_many_operations(cluster: str, quota: int) -> ApiError:
+    """GKE's answer to an operation beyond the cluster's concurrent-operations quota."""
+    return ApiError(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        f'Too many operations: cluster "{cluster}" hits the concurrent operations quota '
+        f"{quota}, please try again later.",
+    )

@@ -3,8 +3,9 @@
 Every failure, whether an RPC status or a long-running operation that ended in
 error, becomes one `GkeError` with a CamelCase `reason` the reconciler can put in a
 condition. GKE reuses a few status codes for unrelated situations (RESOURCE_EXHAUSTED
-is both a rate limit and a quota; FAILED_PRECONDITION is mostly "another operation is
-running"), so the message text decides those cases.
+is a rate limit, the cap on concurrent operations and a resource quota;
+FAILED_PRECONDITION is mostly "another operation is running"), so the message text
+decides those cases.
 """
 
 from __future__ import annotations
@@ -35,7 +36,12 @@ _STOCKOUT_MARKERS = (
     "zone_resource_pool_exhausted",
     "does not have enough resources",
 )
-#: API rate limits and GKE's cap on concurrent operations: both pass with time.
+#: GKE's cap on a cluster's operations in flight: 'Too many operations: cluster "c"
+#: hits the concurrent operations quota 5, please try again later.' A slot frees when
+#: one of them is DONE (Google's Terraform provider retries it too). It says "quota",
+#: so it must be told apart before the resource quotas below.
+_TOO_MANY_OPERATIONS_MARKERS = ("too many operations", "concurrent operations quota")
+#: API rate limits: they pass with time.
 _RATE_LIMIT_MARKERS = (
     "per minute",
     "per second",
@@ -43,7 +49,6 @@ _RATE_LIMIT_MARKERS = (
     "rate limit",
     "ratelimitexceeded",
     "too many",
-    "concurrent operations",
 )
 #: Resource quota (CPUs, GPUs, TPU chips): retrying will not raise it.
 _QUOTA_MARKERS = ("quota_exceeded", "insufficient", "quota")
@@ -114,6 +119,8 @@ def classify_status(code: grpc.StatusCode, message: str) -> GkeError:
     if any(marker in text for marker in _STOCKOUT_MARKERS):
         return GkeError(retryable=False, reason="Stockout", message=message, code=code)
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        if any(marker in text for marker in _TOO_MANY_OPERATIONS_MARKERS):
+            return GkeError(retryable=True, reason="TooManyOperations", message=message, code=code)
         if any(marker in text for marker in _RATE_LIMIT_MARKERS):
             return GkeError(retryable=True, reason="RateLimited", message=message, code=code)
         if any(marker in text for marker in _QUOTA_MARKERS):
