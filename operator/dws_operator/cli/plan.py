@@ -19,6 +19,7 @@ from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
 from dws_operator.gke.policies import workload_policy_name
 from dws_operator.naming import default_node_pool_name
 from dws_operator.planning import SlicePlan, plan_slice
+from dws_operator.reconcile.decide import slices_of
 
 #: Which flag sets which field, so errors can name what the user typed.
 FLAGS = {
@@ -162,9 +163,7 @@ def _load_manifest(path: Path) -> tuple[dict[str, Any], str | None]:
     name, uid = metadata.get("name"), metadata.get("uid")
     pool = (document["spec"].get("nodePool") or {}).get("name")
     if pool is None and name and uid:
-        tpu = (document["spec"].get("accelerator") or {}).get("tpu") or {}
-        slices = tpu.get("slices", 1) if isinstance(tpu, dict) else 1
-        pool = default_node_pool_name(name, uid, slices if isinstance(slices, int) else 1)
+        pool = default_node_pool_name(name, uid, slices_of(document["spec"]))
     return document["spec"], pool
 
 

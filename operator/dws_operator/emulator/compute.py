@@ -19,7 +19,6 @@ import json
 import random
 import threading
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -28,6 +27,7 @@ from aiohttp import web
 from google.cloud import compute_v1
 from google.protobuf import json_format
 
+from dws_operator.emulator.calllog import CallLog
 from dws_operator.emulator.compute_rules import validate_location, validate_name, validate_policy
 from dws_operator.emulator.compute_state import (
     COMPUTE_ROOT,
@@ -118,7 +118,7 @@ class _Request:
 Answer = Callable[[_Request], Awaitable[dict[str, Any]]]
 
 
-class ComputeEmulator:
+class ComputeEmulator(CallLog[ComputeCall]):
     """The emulated Compute resource-policies API on `http://host:port`.
 
     Started and stopped by `ClusterManagerEmulator`, with whose state and lock it is
@@ -142,7 +142,7 @@ class ComputeEmulator:
         self._lock = lock
         self._clock = clock
         self._rngs: dict[str, random.Random] = {}
-        self._calls: list[ComputeCall] = []
+        CallLog.__init__(self, lock)
         self._runner: web.AppRunner | None = None
 
     # Lifecycle --------------------------------------------------------------
@@ -186,23 +186,6 @@ class ComputeEmulator:
             await runner.cleanup()
 
     # Call log, faults and state --------------------------------------------
-
-    @property
-    def calls(self) -> list[ComputeCall]:
-        with self._lock:
-            return list(self._calls)
-
-    def calls_for(self, method: ComputeMethodName) -> list[ComputeCall]:
-        with self._lock:
-            return [c for c in self._calls if c.method == method]
-
-    def call_counts(self) -> Counter[str]:
-        with self._lock:
-            return Counter(c.method for c in self._calls)
-
-    def clear_calls(self) -> None:
-        with self._lock:
-            self._calls.clear()
 
     def set_faults(self, method: ComputeMethodName, faults: MethodFaults | None) -> None:
         with self._lock:
@@ -392,8 +375,7 @@ class ComputeEmulator:
             started=started,
             duration=self._clock() - started,
         )
-        with self._lock:
-            self._calls.append(call)
+        self.record(call)
 
 
 def _injected(method: str, faults: MethodFaults) -> ComputeApiError:

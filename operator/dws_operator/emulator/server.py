@@ -12,7 +12,6 @@ import asyncio
 import random
 import threading
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from types import TracebackType
@@ -24,6 +23,7 @@ from google.cloud import container_v1
 # googleapis-common-protos ships no type information.
 from google.rpc import status_pb2  # type: ignore[import-untyped]
 
+from dws_operator.emulator.calllog import CallLog
 from dws_operator.emulator.compute import ComputeEmulator
 from dws_operator.emulator.compute_state import ComputeState
 from dws_operator.emulator.config import (
@@ -60,7 +60,7 @@ class CallRecord:
         return self.code == grpc.StatusCode.OK
 
 
-class ClusterManagerEmulator:
+class ClusterManagerEmulator(CallLog[CallRecord]):
     """The emulated GKE API on `host`, a free port unless `port` is given.
 
     Use as `async with ClusterManagerEmulator(config) as emulator:`; `endpoint` is
@@ -91,7 +91,7 @@ class ClusterManagerEmulator:
         )
         self._service = ClusterManagerService(self._state, self.config)
         self._rngs: dict[str, random.Random] = {}
-        self._calls: list[CallRecord] = []
+        CallLog.__init__(self, self._lock)
         self._server: grpc.aio.Server | None = None
 
     # Lifecycle --------------------------------------------------------------
@@ -162,25 +162,6 @@ class ClusterManagerEmulator:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
-
-    # Call log ---------------------------------------------------------------
-
-    @property
-    def calls(self) -> list[CallRecord]:
-        with self._lock:
-            return list(self._calls)
-
-    def calls_for(self, method: MethodName) -> list[CallRecord]:
-        with self._lock:
-            return [c for c in self._calls if c.method == method]
-
-    def call_counts(self) -> Counter[str]:
-        with self._lock:
-            return Counter(c.method for c in self._calls)
-
-    def clear_calls(self) -> None:
-        with self._lock:
-            self._calls.clear()
 
     # Faults and quota -------------------------------------------------------
 
@@ -321,8 +302,7 @@ class ClusterManagerEmulator:
             started=started,
             duration=self._clock() - started,
         )
-        with self._lock:
-            self._calls.append(record)
+        self.record(record)
 
 
 class EmulatorThread:
