@@ -82,7 +82,6 @@ def observed(
         pool=pools[0],
         more_pools=pools[1:],
         job=job,
-        workload_kind=JOBSET_KIND,
         nodes_by_pool=nodes or {},
         stale_jobs=stale,
     )
@@ -303,7 +302,6 @@ def test_lost_slice_restarts_the_whole_jobset() -> None:
         pool=obs.pool,
         more_pools=obs.more_pools,
         job=lost,
-        workload_kind=JOBSET_KIND,
     )
     decision = decide(obs, CONFIG)
     assert decision.actions == [DeleteJob(NAME, JOBSET_KIND)]
@@ -315,7 +313,6 @@ def test_lost_slice_restarts_the_whole_jobset() -> None:
         now=obs.now,
         pool=obs.pool,
         more_pools=obs.more_pools,
-        workload_kind=JOBSET_KIND,
     )
     created = [a for a in decide(again, CONFIG).actions if isinstance(a, CreateJob)]
     assert [c.manifest["metadata"]["name"] for c in created] == [f"{NAME}-r1"]

@@ -171,7 +171,6 @@ async def observe(body: Mapping[str, Any], kube: KubeApi, gke: NodePoolClient) -
         pool=views[0],
         more_pools=tuple(views[1:]),
         job=job,
-        workload_kind=kind,
         nodes_by_pool=await kube.nodes_by_pool(pool_names),
         stale_jobs=tuple(name for name in ours if name != current),
         service_exists=owners is not None and request.uid in owners,

@@ -363,7 +363,7 @@ def _workload(
         if multi_host and not observed.service_exists:
             run.act(CreateService(render_service(ref)))
 
-    kind = observed.workload_kind
+    kind = workload_kind(run.request.spec)
     for stale in observed.stale_jobs:
         # An earlier attempt whose deletion a crash interrupted: one Job at a time.
         run.act(DeleteJob(stale, kind))
@@ -427,7 +427,7 @@ def _restart(run: _Run, spec: TrainingRequestSpec, plan: SlicePlan, failed_job: 
     status.restarts += 1
     status.started_at = None
     status.requested_at = run.now
-    kind = run.observed.workload_kind
+    kind = workload_kind(run.request.spec)
     run.act(DeleteJob(failed_job, kind))
     message = f"Node lost under {kind} {failed_job}: restart {status.restarts}/{plan.max_restarts}"
     run.condition(cond.CAPACITY_PROVISIONED, "False", "Restarting", message)
@@ -455,12 +455,12 @@ def _clean_up(run: _Run, spec: TrainingRequestSpec) -> Decision:
     pending = job is not None and job.ours and not (job.complete or job.failed)
     if status.phase == Phase.FAILED and pending and job is not None:
         # Pods still waiting for capacity must not start on nodes arriving later.
-        run.act(DeleteJob(job.name, observed.workload_kind))
+        run.act(DeleteJob(job.name, workload_kind(run.request.spec)))
         if observed.service_exists:
             run.act(DeleteService(service_name(run.request.name)))
     managed = status.node_pool is not None and status.node_pool.managed
     cleanup = _cleanup_policy(run, spec)
-    pools = (observed.pool, *observed.more_pools)
+    pools = observed.all_pools
     ours = [p for p in pools if p is not None and p.ours]
     done = True
     if managed and ours:
@@ -515,7 +515,7 @@ def _scaled_down(run: _Run, reason: str, message: str) -> None:
 def _release(run: _Run) -> Decision:
     """Deletion: remove the Job, the Service and a pool the operator created, then let go."""
     observed, request = run.observed, run.request
-    kind = observed.workload_kind
+    kind = workload_kind(run.request.spec)
     if observed.job is not None and observed.job.ours:
         run.act(DeleteJob(observed.job.name, kind))
     for stale in observed.stale_jobs:
@@ -524,7 +524,7 @@ def _release(run: _Run) -> Decision:
         run.act(DeleteService(service_name(request.name)))
     node_pool = request.spec.get("nodePool")
     managed = not (isinstance(node_pool, dict) and node_pool.get("existing", False))
-    ours = [p for p in (observed.pool, *observed.more_pools) if p is not None and p.ours]
+    ours = [p for p in observed.all_pools if p is not None and p.ours]
     for pool in ours if managed else []:
         if pool.state != PoolState.STOPPING:
             run.act(DeleteNodePool(pool.name))

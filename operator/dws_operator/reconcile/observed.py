@@ -78,8 +78,6 @@ class Observed:
     more_pools: tuple[PoolView | None, ...] = ()
     #: The current attempt's workload: a batch Job, or a JobSet for several slices.
     job: JobView | None = None
-    #: Kind of the request's workloads ("Job" or "JobSet"), for deleting them.
-    workload_kind: str = "Job"
     #: Kubernetes Nodes of each of the request's pools, by pool name.
     nodes_by_pool: Mapping[str, int] = field(default_factory=dict)
     #: A Service of this TrainingRequest (owner reference with its uid) exists.
@@ -95,7 +93,12 @@ class Observed:
     #: Extra facts the shell learned (for messages), e.g. the last GKE error.
     notes: Mapping[str, str] = field(default_factory=dict)
 
+    @property
+    def all_pools(self) -> tuple[PoolView | None, ...]:
+        """Every slice's pool as observed, in order (None where absent)."""
+        return (self.pool, *self.more_pools)
+
     def slice_pools(self, slices: int) -> tuple[PoolView | None, ...]:
         """Every slice's pool in order (None where absent), `slices` of them."""
-        pools = (self.pool, *self.more_pools)[:slices]
+        pools = self.all_pools[:slices]
         return pools + (None,) * (slices - len(pools))
