@@ -36,6 +36,7 @@ from dws_operator.reconcile import (
     ReconcileConfig,
     RequestView,
     ScaleNodePoolToZero,
+    TakeOverNodePool,
     decide,
     failed,
     pool_name_for,
@@ -1686,3 +1687,50 @@ def test_a_request_is_planned_once_while_its_spec_is_the_same_object() -> None:
     assert planned(view) is first
     copy = dataclasses.replace(view, spec=dict(view.spec))
     assert planned(copy) is not first  # a new object is planned afresh
+
+
+# -- pool reuse -----------------------------------------------------------------------------
+
+
+def reused_status(body: dict[str, Any], pool: str) -> TrainingRequestStatus:
+    status = status_at(Phase.PROVISIONING, body, job=None)
+    status.node_pool = NodePoolStatus(name=pool, managed=True, reused=True)
+    return status
+
+
+def test_a_reused_binding_names_the_pool_and_its_takeover_is_asked_for() -> None:
+    idle = "dws-someone-else-0123456789"
+    status = reused_status(GPU_ONE, idle)
+    assert pool_name_for(request(GPU_ONE, status)) == idle
+    pool = pool_for(GPU_ONE, name=idle, ours=False, max_nodes=0)
+    d = run(dataclasses.replace(observed(GPU_ONE, status, pool=pool), takeover=True))
+    plan = plan_of(GPU_ONE, idle)
+    assert d.actions == [TakeOverNodePool(name=idle, plan=plan)]
+    assert cond_tuple(d, cond.NODE_POOL_READY) == ("False", "Reusing")
+    assert d.status.node_pool is not None
+    assert (d.status.node_pool.name, d.status.node_pool.reused) == (idle, True)
+    assert d.status.phase == Phase.PROVISIONING
+
+
+def test_a_pool_not_free_to_take_is_still_refused() -> None:
+    idle = "dws-someone-else-0123456789"
+    status = reused_status(GPU_ONE, idle)
+    pool = pool_for(GPU_ONE, name=idle, ours=False)
+    d = run(observed(GPU_ONE, status, pool=pool))
+    assert d.status.phase == Phase.FAILED
+    assert cond_tuple(d, cond.COMPLETED) == ("False", "NodePoolNameTaken")
+
+
+def test_our_pool_capped_at_zero_before_the_work_gets_its_ceiling_back() -> None:
+    """A takeover cut short after the labels: ours, still at zero. The same action
+    finishes it (relabelling again changes nothing)."""
+    idle = "dws-someone-else-0123456789"
+    status = reused_status(GPU_ONE, idle)
+    pool = pool_for(GPU_ONE, name=idle, max_nodes=0)
+    d = run(observed(GPU_ONE, status, pool=pool))
+    assert d.actions == [TakeOverNodePool(name=idle, plan=plan_of(GPU_ONE, idle))]
+    running = OperationView(kind="TakeOver", running=True)
+    again = run(
+        dataclasses.replace(observed(GPU_ONE, status, pool=pool), operations={idle: running})
+    )
+    assert again.actions == []

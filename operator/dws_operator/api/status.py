@@ -62,6 +62,11 @@ class NodePoolStatus(ApiModel):
     )
     location: str | None = Field(None, description="Cluster location of the pool.")
     operation: str | None = Field(None, description="Last GKE operation on the pool.")
+    reused: bool | None = Field(
+        None,
+        description="The pool was another request's, idle at zero nodes, and was taken "
+        "over instead of a new one being created.",
+    )
 
 
 class SliceStatus(ApiModel):

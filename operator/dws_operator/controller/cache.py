@@ -123,6 +123,9 @@ class KubeCache:
 
     def __init__(self) -> None:
         self.requests: dict[Key, Mapping[str, Any]] = {}
+        self._by_uid: dict[str, Key] = {}
+        self._pool_of: dict[Key, str] = {}
+        self._bound: dict[str, set[Key]] = {}
         self._jobs = _Index()
         self._jobsets = _Index()
         self._children = _Index()
@@ -137,11 +140,34 @@ class KubeCache:
         key = key_of(body)
         if not newer(body, self.requests.get(key)):
             return False
+        self.remove_request(key)
         self.requests[key] = body
+        uid = str((body.get("metadata") or {}).get("uid") or "")
+        self._by_uid[uid] = key
+        pool = ((body.get("status") or {}).get("nodePool") or {}).get("name")
+        if isinstance(pool, str) and pool:
+            self._pool_of[key] = pool
+            self._bound.setdefault(pool, set()).add(key)
         return True
 
     def remove_request(self, key: Key) -> None:
-        self.requests.pop(key, None)
+        body = self.requests.pop(key, None)
+        if body is not None:
+            self._by_uid.pop(str((body.get("metadata") or {}).get("uid") or ""), None)
+        pool = self._pool_of.pop(key, None)
+        if pool is not None:
+            keys = self._bound[pool]
+            keys.discard(key)
+            if not keys:
+                del self._bound[pool]
+
+    def request_by_uid(self, uid: str) -> Mapping[str, Any] | None:
+        key = self._by_uid.get(uid)
+        return self.requests.get(key) if key is not None else None
+
+    def bound_to(self, pool: str) -> set[Key]:
+        """Requests whose status names `pool` as theirs."""
+        return self._bound.get(pool, set())
 
     def request(self, key: Key) -> Mapping[str, Any] | None:
         return self.requests.get(key)

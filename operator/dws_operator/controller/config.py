@@ -50,6 +50,9 @@ class OperatorConfig:
     gke_operation_slots: int = 5
     #: Seconds between two ListNodePools that every request shares.
     gke_refresh_seconds: float = 10.0
+    #: How long a finished request's pool, at zero, waits for the next request of its
+    #: shape before it is deleted; 0: pools are never reused (nor deleted for idling).
+    pool_idle_seconds: float = 300.0
 
     @property
     def cluster_path(self) -> str:
@@ -109,6 +112,8 @@ class OperatorConfig:
             if refresh_text is None
             else _seconds(refresh_text, "DWS_GKE_REFRESH_SECONDS", 1.0, 3600.0)
         )
+        idle_text = get("pool_idle_seconds", "DWS_POOL_IDLE_SECONDS")
+        idle = 300.0 if idle_text is None else _idle_seconds(idle_text)
         return cls(
             project,
             location,
@@ -122,11 +127,18 @@ class OperatorConfig:
             compute,
             slots,
             refresh,
+            idle,
         )
 
 
 def _poll_seconds(text: str) -> float:
     return _seconds(text, "DWS_RUNNING_POLL_SECONDS", 1.0, 3600.0)
+
+
+def _idle_seconds(text: str) -> float:
+    if text.strip() in ("0", "0.0"):
+        return 0.0
+    return _seconds(text, "DWS_POOL_IDLE_SECONDS", 1.0, 7 * 24 * 3600.0)
 
 
 def _seconds(text: str, env: str, low: float, high: float) -> float:

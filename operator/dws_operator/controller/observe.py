@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -13,10 +14,11 @@ from pydantic import ValidationError
 
 from dws_operator.api import Phase, TrainingRequestStatus
 from dws_operator.catalog import GkeVersion
-from dws_operator.controller.cache import JobRecord, KubeCache
+from dws_operator.controller.cache import JobRecord, Key, KubeCache
 from dws_operator.controller.kube import KubeApi
 from dws_operator.controller.operations import OperationScheduler, Priority
 from dws_operator.controller.pools import PoolSnapshot
+from dws_operator.controller.reuse import PoolShelf
 from dws_operator.errors import InvalidSpec
 from dws_operator.gke import NodePoolClient, owned_by
 from dws_operator.multislice import JOBSET_KIND
@@ -172,6 +174,7 @@ class Sources:
     mutations: NodePoolClient
     pools: PoolSnapshot
     operations: OperationScheduler
+    shelf: PoolShelf
 
 
 async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
@@ -181,7 +184,8 @@ async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
     # GkeError, which the pass backs off from like any other GKE error.
     version = None if request.deleting else await cluster_version(sources.gke)
     pool_names = pool_names_for(request)
-    views = [_pool(sources.pools, name, request.uid) for name in pool_names]
+    key = (request.namespace, request.name)
+    views = [_pool(sources, name, request.uid, key) for name in pool_names]
     # The current attempt's workload is named from the restart count, not from status.job,
     # which a restart interrupted midway may leave pointing at the previous attempt.
     current = job_name(request.name, request.status.restarts)
@@ -213,6 +217,13 @@ async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
         ),
         cluster_version=version,
         operations=operations,
+        takeover=bool(
+            request.status.node_pool
+            and request.status.node_pool.reused
+            and views[0] is not None
+            and not views[0].ours
+            and sources.shelf.free_for(pool_names[0], key)
+        ),
         create_position=(
             sources.operations.position_for(Priority.CREATE, created)
             if any(v is None for v in views)
@@ -221,9 +232,16 @@ async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
     )
 
 
-def _pool(snapshot: PoolSnapshot, name: str, uid: str) -> PoolView | None:
-    pool = snapshot.get(name)
-    return pool_view(pool, uid) if pool is not None else None
+def _pool(sources: Sources, name: str, uid: str, key: Key) -> PoolView | None:
+    pool = sources.pools.get(name)
+    if pool is None:
+        return None
+    view = pool_view(pool, uid)
+    if view.ours and sources.shelf.taken_by_other(name, key):
+        # Still labelled ours, but the next request of its shape is taking it over: it
+        # is not this request's to scale or delete any more.
+        return dataclasses.replace(view, ours=False)
+    return view
 
 
 async def _service_owners(sources: Sources, request: RequestView) -> tuple[str, ...] | None:

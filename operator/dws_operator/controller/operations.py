@@ -145,6 +145,11 @@ class OperationScheduler:
             retrying=message,
         )
 
+    def owner(self, pool: str) -> Key | None:
+        """The request whose operation on `pool` is queued or running."""
+        operation = self._ops.get(pool)
+        return operation.owner if operation is not None else None
+
     def position_for(self, priority: Priority, since: str) -> int:
         """Where a new operation would queue (1 = next), 0 if a slot is free for it now."""
         ahead = bisect.bisect_left(self._queue, ((priority, since, next(self._seq)), ""))

@@ -15,18 +15,21 @@ from typing import Any
 
 from google.auth.exceptions import GoogleAuthError
 
-from dws_operator.api import TrainingRequestStatus
+from dws_operator.api import Phase, TrainingRequestStatus
 from dws_operator.controller.cache import Key
 from dws_operator.controller.kube import WorkloadRejected
-from dws_operator.controller.observe import Sources, observe
+from dws_operator.controller.observe import Sources, observe, request_view
 from dws_operator.controller.operations import PoolOperation, Priority, Step
+from dws_operator.errors import InvalidSpec
 from dws_operator.gke import (
     GkeError,
     WorkloadPolicyClient,
+    owned_by,
     pool_labels,
     region_of,
     render_node_pool,
 )
+from dws_operator.gke.shapes import SHAPE_LABEL, shape_of
 from dws_operator.multislice import JOBSET_KIND
 from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import (
@@ -42,14 +45,18 @@ from dws_operator.reconcile import (
     ReconcileConfig,
     RequestView,
     ScaleNodePoolToZero,
+    TakeOverNodePool,
     decide,
     failed,
 )
-from dws_operator.reconcile.decide import pool_names_for
+from dws_operator.reconcile.decide import planned, pool_name_for, pool_names_for, slices_of
 
 log = logging.getLogger(__name__)
 
 FINALIZER = "dws-operator.dev/cleanup"
+#: Phases before a request's pool is asked for: the moments it may take an idle one.
+_BEFORE_POOL = (None, Phase.PENDING, Phase.PROVISIONING)
+_BEFORE_POOL_TEXT = (None, Phase.PENDING.value, Phase.PROVISIONING.value)
 
 
 def _dump(status: TrainingRequestStatus) -> dict[str, Any]:
@@ -88,6 +95,9 @@ class Reconciler:
         if not deleting and FINALIZER not in finalizers:
             # Held before anything is made for it, so a deletion always waits for cleanup.
             body = await self._set_finalizers(body, [*finalizers, FINALIZER])
+        body = await self._check_reused_pool(key, body)
+        if self.sources.shelf.enabled:
+            body = await self._reuse_idle_pool(key, body)
         observed = await observe(body, self.sources)
         decision = self._with_operation_errors(observed, decide(observed, self.config))
         body = await self._write_status(body, observed.request, decision.status)
@@ -102,6 +112,75 @@ class Reconciler:
         for event in decision.events:
             await self.kube.post_event(body, event.type, event.reason, event.message)
         return decision
+
+    async def _reuse_idle_pool(self, key: Key, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Before a request's pool is created: an idle pool of its shape, if there is
+        one, becomes its pool. The status names it first (a crash after this finds the
+        binding and goes on with the takeover); the labels and ceiling come after."""
+        shape = self._shape_to_reuse(body)
+        if shape is None:
+            return body
+        shelf = self.sources.shelf
+        name = shelf.claim(shape, key)
+        if name is None:
+            return body
+        try:
+            location = self.config.location
+            log.info("%s/%s: reusing idle node pool %s", *key, name)
+            binding = {"name": name, "managed": True, "reused": True, "location": location}
+            updated = await self.kube.patch_status(*key, {"nodePool": binding})
+        finally:
+            shelf.release(key)
+        if updated is None:
+            return body
+        shelf.taken_over += 1
+        self.cache.put_request(updated)
+        return updated
+
+    async def _check_reused_pool(self, key: Key, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A pool the status says this request took over, that is neither its own yet
+        nor free to take (another request holds it now): the binding goes, and the
+        request goes on as if it had never found an idle pool."""
+        status = body.get("status") or {}
+        binding = status.get("nodePool") or {}
+        if not binding.get("reused") or status.get("phase") not in _BEFORE_POOL_TEXT:
+            return body
+        name = str(binding.get("name") or "")
+        pool = self.sources.pools.get(name)
+        uid = str((body.get("metadata") or {}).get("uid") or "")
+        if pool is None or owned_by(pool, uid) or self.sources.shelf.free_for(name, key):
+            return body
+        log.warning("%s/%s: node pool %s is no longer free to take over", *key, name)
+        updated = await self.kube.patch_status(*key, {"nodePool": None})
+        if updated is None:
+            return body
+        self.cache.put_request(updated)
+        return updated
+
+    def _shape_to_reuse(self, body: Mapping[str, Any]) -> str | None:
+        """The shape of the pool the request is about to need, when it could take an idle
+        one: one managed slice, not named by the user, no pool asked for yet."""
+        request = request_view(body)
+        if request.deleting or request.status.phase not in _BEFORE_POOL:
+            return None
+        if request.status.node_pool is not None and request.status.node_pool.reused:
+            return None
+        pool = request.spec.get("nodePool") or {}
+        if not isinstance(pool, dict) or pool.get("name") or pool.get("existing"):
+            return None
+        if slices_of(request.spec) != 1:
+            return None
+        own = pool_name_for(request)
+        if self.sources.pools.get(own) is not None or self.sources.operations.view(own):
+            return None
+        result = planned(request)
+        if isinstance(result, InvalidSpec):
+            return None
+        plan = result[1]
+        placement = plan.node_pool.placement_policy
+        if placement is not None and placement.type == "WORKLOAD_POLICY":
+            return None
+        return shape_of(render_node_pool(plan, name=own, labels={}))
 
     def _with_operation_errors(self, observed: Observed, decision: Decision) -> Decision:
         """A create GKE refused for good (quota, stockout, invalid): the request fails."""
@@ -151,6 +230,17 @@ class Reconciler:
                 operations.submit(
                     PoolOperation(name, "Create", key, Priority.CREATE, created, (step,))
                 )
+            case TakeOverNodePool(name=name, plan=plan):
+                gke = self.sources.mutations
+                labels = self._labels(request, plan)
+                ceiling = render_node_pool(plan, name=name, labels=labels).autoscaling
+                takeover: tuple[Step, ...] = (
+                    lambda: gke.relabel(name, labels),
+                    lambda: gke.set_autoscaling(name, ceiling),
+                )
+                operations.submit(
+                    PoolOperation(name, "TakeOver", key, Priority.CREATE, created, takeover)
+                )
             case ScaleNodePoolToZero(name=name):
                 gke = self.sources.mutations
                 steps: tuple[Step, ...] = (
@@ -182,12 +272,21 @@ class Reconciler:
 
     def _create_step(self, request: RequestView, name: str, plan: SlicePlan) -> Step:
         async def create() -> Any:
-            labels = pool_labels(request.namespace, request.name, request.uid)
+            labels = self._labels(request, plan)
             policy = await self._workload_policy(plan)
             pool = render_node_pool(plan, name=name, labels=labels, workload_policy=policy)
             return (await self.sources.mutations.create(pool, request.uid)).operation
 
         return create
+
+    def _labels(self, request: RequestView, plan: SlicePlan) -> dict[str, str]:
+        """The request's labels, and the shape of a pool it can hand on when done (one
+        slice placed without a workload policy, whose name depends on the topology)."""
+        labels = pool_labels(request.namespace, request.name, request.uid)
+        placement = plan.node_pool.placement_policy
+        if plan.slices == 1 and not (placement and placement.type == "WORKLOAD_POLICY"):
+            labels[SHAPE_LABEL] = shape_of(render_node_pool(plan, name="", labels={}))
+        return labels
 
     async def _workload_policy(self, plan: SlicePlan) -> str | None:
         """The workload policy placing the slice (made or reused), when it needs one."""

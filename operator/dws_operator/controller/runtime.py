@@ -4,6 +4,7 @@ operation scheduler and reconciler, and the background tasks that drive them."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 from collections.abc import Iterable, Mapping
@@ -18,9 +19,10 @@ from dws_operator.controller.cache import Key, KubeCache, key_of
 from dws_operator.controller.config import OperatorConfig
 from dws_operator.controller.kube import KubeApi
 from dws_operator.controller.observe import Sources
-from dws_operator.controller.operations import OperationScheduler
+from dws_operator.controller.operations import OperationScheduler, PoolOperation, Priority
 from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.controller.reconciler import Reconciler
+from dws_operator.controller.reuse import PoolShelf
 from dws_operator.controller.workqueue import WorkQueue, run_workers
 from dws_operator.gke import GkeError, NodePoolClient, WorkloadPolicyClient, connect_compute
 from dws_operator.gke import connect as connect_gke
@@ -92,6 +94,7 @@ class Controller:
     dependents: Dependents
     snapshot: PoolSnapshot
     scheduler: OperationScheduler
+    shelf: PoolShelf
     reconciler: Reconciler
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     compute: Any = None
@@ -191,7 +194,20 @@ class Controller:
             asyncio.create_task(self.snapshot.run(), name="dws-pool-snapshot"),
             asyncio.create_task(self.scheduler.run(), name="dws-operations"),
             asyncio.create_task(run_workers(self.queue, self.handle, WORKERS), name="dws-workers"),
+            asyncio.create_task(self.sweep(), name="dws-idle-pools"),
         ]
+
+    async def sweep(self) -> None:
+        """Idle pools that no request of their shape took in time are deleted."""
+        while True:
+            await asyncio.sleep(self.snapshot.interval)
+            gke = self.reconciler.sources.mutations
+            for name, holder in self.shelf.expired():
+                log.info("deleting node pool %s: idle for %.0fs", name, self.shelf.idle_seconds)
+                delete = functools.partial(gke.delete, name)
+                self.scheduler.submit(
+                    PoolOperation(name, "Delete", holder, Priority.RELEASE, "", (delete,))
+                )
 
     async def stop(self) -> None:
         self.queue.close()
@@ -229,8 +245,9 @@ def build_controller(
         holder[0].compute = connect_compute(config.compute_endpoint)
         return WorkloadPolicyClient(holder[0].compute, config.project)
 
+    shelf = PoolShelf(snapshot, cache, scheduler, idle_seconds=config.pool_idle_seconds)
     reconciler = Reconciler(
-        Sources(kube, cache, gke, mutations, snapshot, scheduler),
+        Sources(kube, cache, gke, mutations, snapshot, scheduler, shelf),
         ReconcileConfig(
             kueue=kueue,
             jobset=jobset,
@@ -241,6 +258,8 @@ def build_controller(
         ),
         policies,
     )
-    controller = Controller(api, gke_api, cache, queue, dependents, snapshot, scheduler, reconciler)
+    controller = Controller(
+        api, gke_api, cache, queue, dependents, snapshot, scheduler, shelf, reconciler
+    )
     holder.append(controller)
     return controller

@@ -332,6 +332,39 @@ class NodePoolClient:
                 return None
             raise
 
+    async def relabel(self, name: str, labels: dict[str, str]) -> Operation | None:
+        """Replace the pool's labels (GCE resource labels and Kubernetes node labels,
+        which the operator keeps equal); one operation; None when the pool is gone."""
+        try:
+            return await self.call(
+                self.api.update_node_pool,
+                container_v1.UpdateNodePoolRequest(
+                    name=self.cluster.pool(name),
+                    labels=container_v1.NodeLabels(labels=labels),
+                    resource_labels=container_v1.ResourceLabels(labels=labels),
+                ),
+            )
+        except GkeError as error:
+            if _pool_missing(error):
+                return None
+            raise
+
+    async def set_autoscaling(
+        self, name: str, autoscaling: container_v1.NodePoolAutoscaling
+    ) -> Operation | None:
+        """Set the pool's autoscaling block (one operation); None when the pool is gone."""
+        try:
+            return await self.call(
+                self.api.set_node_pool_autoscaling,
+                container_v1.SetNodePoolAutoscalingRequest(
+                    name=self.cluster.pool(name), autoscaling=autoscaling
+                ),
+            )
+        except GkeError as error:
+            if _pool_missing(error):
+                return None
+            raise
+
     async def list_operations(self) -> list[Operation]:
         """The operations GKE lists for the cluster's location (recent and running)."""
         parent = f"projects/{self.cluster.project}/locations/{self.cluster.location}"

@@ -9,6 +9,7 @@ from dws_operator.reconcile.actions import (
     DeleteNodePool,
     DeleteService,
     ScaleNodePoolToZero,
+    TakeOverNodePool,
 )
 from dws_operator.reconcile.decide import (
     Decision,
@@ -45,6 +46,7 @@ __all__ = [
     "ReconcileConfig",
     "RequestView",
     "ScaleNodePoolToZero",
+    "TakeOverNodePool",
     "decide",
     "failed",
     "pool_name_for",

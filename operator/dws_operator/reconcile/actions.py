@@ -15,6 +15,15 @@ class CreateNodePool:
 
 
 @dataclass(frozen=True)
+class TakeOverNodePool:
+    """Make an idle pool of the request's shape its own: labels, then the plan's ceiling
+    (also what brings back a pool of ours found capped at zero while the work is on)."""
+
+    name: str
+    plan: SlicePlan
+
+
+@dataclass(frozen=True)
 class ScaleNodePoolToZero:
     name: str
 
@@ -51,6 +60,7 @@ class DeleteService:
 
 Action = (
     CreateNodePool
+    | TakeOverNodePool
     | ScaleNodePoolToZero
     | DeleteNodePool
     | CreateService

@@ -40,6 +40,7 @@ from dws_operator.reconcile.actions import (
     DeleteNodePool,
     DeleteService,
     ScaleNodePoolToZero,
+    TakeOverNodePool,
 )
 from dws_operator.reconcile.observed import Observed, PoolState, RequestView
 from dws_operator.workload import (
@@ -93,15 +94,17 @@ class Decision:
 
 
 def pool_name_for(request: RequestView) -> str:
-    """The base name of `request`'s pools: the one it names, else derived from name and
-    uid (shorter for several slices, so every slice's suffix fits)."""
+    """The base name of `request`'s pools: the one it names; else an idle pool it took
+    over (its status says so, written before the takeover began); else derived from
+    name and uid (shorter for several slices, so every slice's suffix fits)."""
     pool = request.spec.get("nodePool") or {}
     name = pool.get("name") if isinstance(pool, dict) else None
-    return (
-        name
-        if isinstance(name, str) and name
-        else default_node_pool_name(request.name, request.uid, slices_of(request.spec))
-    )
+    if isinstance(name, str) and name:
+        return name
+    held = request.status.node_pool
+    if held is not None and held.reused and held.managed and slices_of(request.spec) == 1:
+        return held.name
+    return default_node_pool_name(request.name, request.uid, slices_of(request.spec))
 
 
 def pool_names_for(request: RequestView) -> tuple[str, ...]:
@@ -162,7 +165,7 @@ class _Run:
 #: The plans of this many requests are kept (see `planned`).
 PLAN_MEMORY = 4096
 Planned = tuple[TrainingRequestSpec, SlicePlan] | InvalidSpec
-_plans: OrderedDict[str, tuple[Mapping[str, Any], Planned]] = OrderedDict()
+_plans: OrderedDict[str, tuple[Mapping[str, Any], str, Planned]] = OrderedDict()
 
 
 def planned(request: RequestView) -> Planned:
@@ -171,19 +174,20 @@ def planned(request: RequestView) -> Planned:
     Remembered per request for as long as its spec is the same object: the shell's cache
     replaces the object whenever the request changes and never mutates it, so a request
     that only waits is validated and planned once, not on every pass."""
+    pool_name = pool_name_for(request)
     known = _plans.get(request.uid)
-    if known is not None and known[0] is request.spec:
+    if known is not None and known[0] is request.spec and known[1] == pool_name:
         _plans.move_to_end(request.uid)
-        return known[1]
+        return known[2]
     result: Planned
     try:
         spec = TrainingRequestSpec.model_validate(request.spec)
-        result = spec, plan_slice(spec, pool_name=pool_name_for(request))
+        result = spec, plan_slice(spec, pool_name=pool_name)
     except ValidationError as error:
         result = from_validation_error(error)
     except InvalidSpec as invalid:
         result = invalid
-    _plans[request.uid] = (request.spec, result)
+    _plans[request.uid] = (request.spec, pool_name, result)
     if len(_plans) > PLAN_MEMORY:
         _plans.popitem(last=False)
     return result
@@ -200,11 +204,13 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
     run.condition(cond.VALID, "True", "Planned", f"{plan.nodes} x {plan.machine_type}")
     run.status.plan = plan.summary()
     managed = not spec.node_pool.existing
+    before = run.status.node_pool
     run.status.node_pool = NodePoolStatus(
         name=plan.pool_names[0],
         managed=managed,
         location=config.location,
-        operation=run.status.node_pool.operation if run.status.node_pool else None,
+        operation=before.operation if before else None,
+        reused=before.reused if before and before.name == plan.pool_names[0] else None,
     )
     run.status.slices = [
         SliceStatus(index=i, node_pool=name, nodes=observed.nodes_by_pool.get(name, 0))
@@ -325,20 +331,30 @@ def _node_pool(
     pools = run.observed.slice_pools(plan.slices)
     missing = [n for n, p in zip(plan.pool_names, pools, strict=True) if p is None]
     busy: list[tuple[str, PoolState]] = []
+    operations = run.observed.operations
     for pool_name, slice_pool in zip(plan.pool_names, pools, strict=True):
         if slice_pool is None:
             continue
+        if not slice_pool.ours and run.observed.takeover:
+            return _take_over(run, plan, pool_name)
         if not slice_pool.ours:
             return run.fail(
                 "NodePoolNameTaken", f"node pool {pool_name} exists and belongs to something else"
             )
+        if (
+            slice_pool.max_nodes == 0
+            and slice_pool.state == PoolState.RUNNING
+            and run.observed.job is None
+        ):
+            # Ours but capped at zero before the work began: an interrupted takeover
+            # (labels set, ceiling not yet) or a pool someone capped. Its ceiling back.
+            return _take_over(run, plan, pool_name)
         if slice_pool.state == PoolState.ERROR:
             return run.fail(
                 "NodePoolError", slice_pool.message or f"node pool {pool_name} is in error"
             )
         if slice_pool.state in (PoolState.PROVISIONING, PoolState.STOPPING):
             busy.append((pool_name, slice_pool.state))
-    operations = run.observed.operations
     if missing:
         # Every missing pool at once: a multi-slice request waits for the slowest anyway.
         for pool_name in missing:
@@ -361,6 +377,18 @@ def _node_pool(
     ready = _pool_list(list(plan.pool_names))
     run.condition(cond.NODE_POOL_READY, "True", "Created", f"{ready} {_are(plan)} ready")
     return None
+
+
+def _take_over(run: _Run, plan: SlicePlan, name: str) -> Decision:
+    """An idle pool of this request's shape becomes its own (one pool serves one request
+    at a time): its labels, then its ceiling, in one of the cluster's operation slots."""
+    if name not in run.observed.operations:
+        run.act(TakeOverNodePool(name=name, plan=plan))
+    queued = _queued(run.observed, [name])
+    detail = f": {queued}" if queued else ""
+    message = f"taking over idle node pool {name} (same shape){detail}"
+    run.condition(cond.NODE_POOL_READY, "False", "Reusing", message)
+    return run.phase(Phase.PROVISIONING, message[0].upper() + message[1:], None)
 
 
 def _queued(observed: Observed, pools: list[str]) -> str | None:

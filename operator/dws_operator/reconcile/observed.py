@@ -112,6 +112,8 @@ class Observed:
     operations: Mapping[str, OperationView] = field(default_factory=dict)
     #: Where a create of this request's pool would wait (1 = next); 0: a slot is free.
     create_position: int = 0
+    #: The pool the status names is another request's idle pool, free to take over.
+    takeover: bool = False
     #: Extra facts the shell learned (for messages), e.g. the last GKE error.
     notes: Mapping[str, str] = field(default_factory=dict)
 

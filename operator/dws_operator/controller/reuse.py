@@ -1,0 +1,187 @@
+"""Idle node pools, kept for the next request of their shape, and deleted when unused.
+
+A pool is idle when the operator made it (it carries a shape label), it is at zero (its
+autoscaling ceiling and its Nodes), no operation is queued or running on it, and the
+request holding it (its uid label) is gone or finished. A new request of the same shape
+takes it over instead of creating a pool: its status names the pool first (so a crash
+after that finds the binding), then the pool's labels and ceiling are set for it.
+
+One pool serves one request at a time. A pool is never handed to two requests: a claim
+in memory covers the moment between choosing a pool and writing the status, and the
+statuses (kept in the watches' cache) cover everything after, across restarts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from dws_operator.api import Phase
+from dws_operator.controller.cache import Key, KubeCache
+from dws_operator.controller.operations import OperationScheduler
+from dws_operator.controller.pools import PoolSnapshot
+from dws_operator.gke.client import NodePool
+from dws_operator.gke.labels import UID_LABEL
+from dws_operator.gke.shapes import shape_label
+
+log = logging.getLogger(__name__)
+
+#: How long an idle pool waits for a request of its shape before it is deleted.
+IDLE_SECONDS = 300.0
+_FINISHED = (Phase.SUCCEEDED.value, Phase.FAILED.value)
+
+
+def _ceiling(pool: NodePool) -> int:
+    scaling = pool.autoscaling
+    if not scaling.enabled:
+        return int(pool.initial_node_count)
+    return int(
+        max(
+            scaling.max_node_count,
+            scaling.total_max_node_count,
+            scaling.min_node_count,
+            scaling.total_min_node_count,
+        )
+    )
+
+
+class PoolShelf:
+    def __init__(
+        self,
+        snapshot: PoolSnapshot,
+        cache: KubeCache,
+        scheduler: OperationScheduler,
+        idle_seconds: float = IDLE_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.snapshot = snapshot
+        self.cache = cache
+        self.scheduler = scheduler
+        self.idle_seconds = idle_seconds
+        self._clock = clock
+        self._claims: dict[str, Key] = {}
+        self._by_shape: dict[str, list[str]] = {}
+        self._indexed_at = -1
+        #: When a pool without a holder request was first seen idle (memory only: after
+        #: a restart the wait starts again, which only ever keeps a pool longer).
+        self._orphaned_since: dict[str, float] = {}
+        self.taken_over = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.idle_seconds > 0
+
+    def holder(self, pool: NodePool) -> Key | None:
+        """The request the pool's labels name, if it still exists."""
+        body = self.cache.request_by_uid(pool.config.resource_labels.get(UID_LABEL, ""))
+        if body is None:
+            return None
+        metadata = body.get("metadata") or {}
+        return str(metadata.get("namespace")), str(metadata.get("name"))
+
+    def taken_by_other(self, name: str, key: Key) -> bool:
+        """Whether another request is taking `name` over (claimed, or named in its status
+        while not finished): its old holder must then leave it alone."""
+        claimant = self._claims.get(name)
+        if claimant is not None and claimant != key:
+            return True
+        for other in self.cache.bound_to(name):
+            if other != key and not self._finished(other):
+                return True
+        return False
+
+    def free_for(self, name: str, key: Key) -> bool:
+        """Whether `key` may take over the pool `name` (idle, and not someone else's)."""
+        pool = self.snapshot.get(name)
+        return pool is not None and self._idle(name, pool, key)
+
+    def claim(self, shape: str, key: Key) -> str | None:
+        """An idle pool of `shape` for `key`, claimed; None when there is none."""
+        if not self.enabled:
+            return None
+        self._index()
+        for name in self._by_shape.get(shape, ()):
+            pool = self.snapshot.get(name)
+            if pool is not None and self._idle(name, pool, key):
+                self._claims[name] = key
+                return name
+        return None
+
+    def release(self, key: Key) -> None:
+        """Claims of `key` end (its status now says which pool it holds, or it is gone)."""
+        for name in [n for n, k in self._claims.items() if k == key]:
+            del self._claims[name]
+
+    def expired(self) -> list[tuple[str, Key]]:
+        """Idle pools past `idle_seconds`, with the request they were last held by (or
+        a key naming the pool, when that request is gone): to be deleted."""
+        if not self.enabled:
+            return []
+        now = self._clock()
+        found: list[tuple[str, Key]] = []
+        seen: set[str] = set()
+        for name in self.snapshot.names():
+            pool = self.snapshot.get(name)
+            if pool is None or shape_label(pool) is None or not self._idle(name, pool, None):
+                continue
+            seen.add(name)
+            holder = self.holder(pool)
+            since = self._idle_since(name, holder, now)
+            if now - since >= self.idle_seconds:
+                found.append((name, holder or ("", name)))
+        for name in set(self._orphaned_since) - seen:
+            del self._orphaned_since[name]
+        return found
+
+    def _idle_since(self, name: str, holder: Key | None, now: float) -> float:
+        body = self.cache.request(holder) if holder is not None else None
+        status = (body or {}).get("status") or {}
+        stamp = status.get("scaledDownAt") or status.get("finishedAt")
+        if isinstance(stamp, str):
+            try:
+                return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                pass
+        return self._orphaned_since.setdefault(name, now)
+
+    def _idle(self, name: str, pool: NodePool, key: Key | None) -> bool:
+        if shape_label(pool) is None or pool.status != NodePool.Status.RUNNING:
+            return False
+        if _ceiling(pool) > 0 or self.cache.node_counts.get(name, 0) > 0:
+            return False
+        owner = self.scheduler.owner(name)
+        if owner is not None and (key is None or owner != key):
+            return False  # an operation of someone else's (or a deletion) is on it
+        claimant = self._claims.get(name)
+        if claimant is not None and claimant != key:
+            return False
+        holder = self.holder(pool)
+        if holder is not None and holder != key and not self._finished(holder):
+            return False
+        return not any(
+            other not in (key, holder) and not self._finished(other)
+            for other in self.cache.bound_to(name)
+        )
+
+    def _finished(self, key: Key) -> bool:
+        body = self.cache.request(key)
+        if body is None:
+            return True
+        if (body.get("metadata") or {}).get("deletionTimestamp") is not None:
+            return False  # its deletion is still cleaning up
+        return (body.get("status") or {}).get("phase") in _FINISHED
+
+    def _index(self) -> None:
+        """Pools by shape, rebuilt when GKE listed them again."""
+        if self._indexed_at == self.snapshot.listings:
+            return
+        by_shape: dict[str, list[str]] = {}
+        for name in sorted(self.snapshot.names()):
+            pool = self.snapshot.get(name)
+            shape = shape_label(pool) if pool is not None else None
+            if shape is not None:
+                by_shape.setdefault(shape, []).append(name)
+        self._by_shape = by_shape
+        self._indexed_at = self.snapshot.listings
