@@ -68,6 +68,8 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def main() -> int:
     args = _parser().parse_args()
     signal.signal(signal.SIGTERM, _interrupt)
+    # Also when started where SIGINT is ignored (a background job of a script).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     limits = GkeLimits(clock_factor=args.clock_factor, concurrent_operations=args.quota)
 
     def say(text: str) -> None:
