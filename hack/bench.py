@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from types import FrameType
 
-from dws_operator.sandbox.benchmark import PointOptions, run_point
+from dws_operator.sandbox.benchmark import Point, PointOptions
 from dws_operator.sandbox.testbed import GkeLimits
 
 
@@ -53,6 +53,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--sim-duration", default="2s", help="how long each pod runs (wall)")
     parser.add_argument(
         "--timeout-factor", type=float, default=4.0, help="give up on a wave after N x its bound"
+    )
+    parser.add_argument(
+        "--records",
+        type=Path,
+        help="also write every request's times (JSON lines) to RECORDS-<requests>.jsonl",
     )
     parser.add_argument(
         "--keep-logs", action="store_true", help="keep each point's logs (operator, cluster)"
@@ -87,7 +92,8 @@ def main() -> int:
         )
         say(f"point: {requests} requests")
         try:
-            figures = run_point(options, workdir, say)
+            point = Point(options, workdir, say)
+            figures = point.run()
         except KeyboardInterrupt:
             say(f"interrupted; logs in {workdir}")
             return 130
@@ -95,6 +101,10 @@ def main() -> int:
             say(f"point {requests} failed; logs in {workdir}")
             raise
         print(json.dumps(figures), flush=True)
+        if args.records is not None:
+            path = args.records.with_name(f"{args.records.name}-{requests}.jsonl")
+            path.write_text("".join(json.dumps(row) + "\n" for row in point.rows))
+            say(f"per-request times in {path}")
         if not args.keep_logs:
             shutil.rmtree(workdir, ignore_errors=True)
     return 0

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,10 @@ class Point:
         self.say = say
         self.nodes: dict[str, int] = {s.name: s.nodes() for s in SHAPES}
         self.figures: dict[str, Any] = {}
+        #: Per request, after `run`: what the watches saw and when it got where.
+        self.rows: list[dict[str, Any]] = []
+        self._requested: dict[str, float] = {}
+        self._at_zero: dict[str, float] = {}
 
     def run(self) -> dict[str, Any]:
         options, limits = self.options, self.limits
@@ -125,6 +129,15 @@ class Point:
                 if self.options.second_wave:
                     self._second_wave(bed, fleet)
                 self.figures["watch_errors"] = len(fleet.errors)
+                self.rows = [
+                    {
+                        **asdict(r),
+                        "shape": r.shape.name,
+                        "capacity_requested_at": self._requested.get(r.name),
+                        "at_zero_at": self._at_zero.get(r.name),
+                    }
+                    for r in fleet.records()
+                ]
             self._totals(bed)
         return self.figures
 
@@ -140,6 +153,7 @@ class Point:
             count, limits.concurrent_operations, limits.real(limits.create_seconds)
         )
         reached, intake_cpu = self._wait_requested(bed, fleet, 1, since, creates_bound)
+        self._requested |= reached
         records = fleet.records(1)
         intake = [
             max(r.first_status_at - r.created_at, 0.0)
@@ -203,6 +217,7 @@ class Point:
             if len(at_zero) == count or self._past(deadline, bed):
                 break
             time.sleep(LOOK_SECONDS)
+        self._at_zero = at_zero
         finished = {r.name: r.job_finished_at for r in fleet.records(1)}
         latencies = [
             max(zero - done, 0.0)
@@ -230,6 +245,7 @@ class Point:
         create, update = limits.real(limits.create_seconds), limits.real(limits.update_seconds)
         guess = quota_bound(count, limits.concurrent_operations, create)
         reached, _ = self._wait_requested(bed, fleet, 2, since, guess)
+        self._requested |= reached
         creates = self._ok_calls(bed, CREATE_METHODS, mark)
         updates = self._ok_calls(bed, UPDATE_METHODS, mark)
         self.figures |= {
@@ -305,9 +321,3 @@ def _span(since: float, reached: dict[str, float], count: int) -> float | None:
     if len(reached) < count or not reached:
         return None
     return max(reached.values()) - since
-
-
-def run_point(
-    options: PointOptions, workdir: Path, say: Callable[[str], None] = print
-) -> dict[str, Any]:
-    return Point(options, workdir, say).run()

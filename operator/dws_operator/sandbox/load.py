@@ -121,7 +121,9 @@ class Fleet:
             thread.start()
             self._threads.append(thread)
         for listed in ready:
-            listed.wait(timeout=60)
+            if not listed.wait(timeout=60):
+                self.stop()
+                raise RuntimeError(f"the load run's watches did not start: {self.errors[-3:]}")
 
     def stop(self) -> None:
         self._stop.set()
