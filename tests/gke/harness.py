@@ -28,6 +28,7 @@ from tests.builders import make_spec, tpu
 
 T = TypeVar("T")
 MakeEmulator = Callable[[EmulatorConfig], ClusterManagerEmulator]
+Api = container_v1.ClusterManagerAsyncClient
 
 #: Operations finish in 50 ms and the client polls every few ms: suites stay fast.
 FAST = EmulatorConfig(operation_latency_seconds=0.05)
@@ -51,6 +52,33 @@ def run(
     async def main() -> T:
         async with connect(emulator.endpoint) as api:
             return await scenario(NodePoolClient(api, cluster, poll=poll, retry=retry))
+
+    return asyncio.run(main())
+
+
+class ManualClock:
+    """Operations move only when the test moves the clock: no race with real time."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def serve(
+    config: EmulatorConfig,
+    scenario: Callable[[ClusterManagerEmulator, Api, ManualClock], Awaitable[T]],
+) -> T:
+    """Run `scenario` with an emulator on a hand-driven clock and a raw client of it."""
+    clock = ManualClock()
+
+    async def main() -> T:
+        async with (
+            ClusterManagerEmulator(config, clock=clock) as emulator,
+            connect(emulator.endpoint) as api,
+        ):
+            return await scenario(emulator, api, clock)
 
     return asyncio.run(main())
 

@@ -25,6 +25,28 @@ TABLE = [
         "RateLimited",
     ),
     (
+        # The emulator's answer beyond GKE's per-project request quota (api_rate_limit),
+        # in the API front end's words: a quota, but one that passes within the minute.
+        C.RESOURCE_EXHAUSTED,
+        "Quota exceeded for quota metric 'Requests' and limit 'Requests per minute' of "
+        "service 'container.googleapis.com' for consumer 'project_number:493176118204'.",
+        True,
+        "RateLimited",
+    ),
+    (
+        # Cloud Run's, word for word (googleapis/repo-automation-bots#4469), with its tail.
+        C.RESOURCE_EXHAUSTED,
+        "Quota exceeded for quota metric 'Read requests' and limit 'Read requests per "
+        "minute per region' of service 'run.googleapis.com' for consumer "
+        "'project_number:REDACTED'. To see usage, go to https://console.cloud.google.com/"
+        "iam-admin/quotas?metric=run.googleapis.com/read_regional&limit=ReadPerMinutePer"
+        "ProjectRegion&qs_error_code=INSUFFICIENT_TOKENS&project=repo-automation-bots&"
+        "service=run.googleapis.com. To request a quota increase, see "
+        "https://cloud.google.com/run/quotas.",
+        True,
+        "RateLimited",
+    ),
+    (
         C.RESOURCE_EXHAUSTED,
         'Too many operations: cluster "sandbox" hits the concurrent operations quota 5, '
         "please try again later.",

@@ -4,10 +4,6 @@ client retries that refusal until a slot frees."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any
-
 import grpc
 import pytest
 from google.api_core import exceptions as core_exceptions
@@ -20,9 +16,9 @@ from dws_operator.emulator import (
     ClusterManagerEmulator,
     EmulatorConfig,
 )
-from dws_operator.gke import GkeError, NodePoolClient, RetryPolicy, connect
+from dws_operator.gke import GkeError, NodePoolClient, RetryPolicy
 from tests.builders import gpu
-from tests.gke.harness import UID, MakeEmulator, rendered, run
+from tests.gke.harness import UID, MakeEmulator, ManualClock, rendered, run, serve
 
 Api = container_v1.ClusterManagerAsyncClient
 Operation = container_v1.Operation
@@ -37,32 +33,6 @@ def too_many(cluster: str, quota: int) -> str:
         f'Too many operations: cluster "{cluster}" hits the concurrent operations quota '
         f"{quota}, please try again later."
     )
-
-
-class ManualClock:
-    """Operations move only when the test moves the clock: no race with real time."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def serve(
-    config: EmulatorConfig,
-    scenario: Callable[[ClusterManagerEmulator, Api, ManualClock], Awaitable[Any]],
-) -> Any:
-    clock = ManualClock()
-
-    async def main() -> Any:
-        async with (
-            ClusterManagerEmulator(config, clock=clock) as emulator,
-            connect(emulator.endpoint) as api,
-        ):
-            return await scenario(emulator, api, clock)
-
-    return asyncio.run(main())
 
 
 def pool(name: str) -> container_v1.NodePool:

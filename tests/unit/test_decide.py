@@ -30,6 +30,7 @@ from dws_operator.reconcile import (
     Event,
     JobView,
     Observed,
+    OperationView,
     PoolState,
     PoolView,
     ReconcileConfig,
@@ -41,7 +42,7 @@ from dws_operator.reconcile import (
 )
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.conditions import set_condition
-from dws_operator.reconcile.decide import RUNNING_POLL_SECONDS
+from dws_operator.reconcile.decide import RUNNING_POLL_SECONDS, planned
 from dws_operator.workload import (
     MAX_RUN_ANNOTATION,
     QUEUE_LABEL,
@@ -284,7 +285,7 @@ def test_fresh_request_creates_the_node_pool(body: dict[str, Any]) -> None:
     assert cond_tuple(d, cond.NODE_POOL_READY) == ("False", "Creating")
     assert condition(d, cond.NODE_POOL_READY).last_transition_time == T0
     assert d.events == [Event("Normal", "Provisioning", f"Creating node pool {POOL}")]
-    assert d.requeue_after == 1.0
+    assert d.requeue_after is None  # the scheduler wakes it when GKE is done
     assert d.released is False
 
 
@@ -325,7 +326,7 @@ def test_pool_not_ready_waits(state: PoolState) -> None:
     assert d.status.message == f"Node pool {POOL} is {state.value.lower()}"
     assert cond_tuple(d, cond.NODE_POOL_READY) == ("False", "Provisioning")
     assert d.events == []
-    assert d.requeue_after == 1.0
+    assert d.requeue_after is None  # the pool's next snapshot wakes it
 
 
 @pytest.mark.parametrize(
@@ -359,7 +360,8 @@ def test_running_pool_creates_service_and_job(body: dict[str, Any], service: boo
     assert cond_tuple(d, cond.WORKLOAD_CREATED) == ("True", "JobCreated")
     assert cond_tuple(d, cond.CAPACITY_PROVISIONED) == ("False", "Waiting")
     assert d.events == [Event("Normal", "WaitingForCapacity", d.status.message)]
-    assert d.requeue_after == 2.0
+    # Nothing to poll for: next look at the deadline (maxWaitDuration 1 day), plus 1 s.
+    assert d.requeue_after == 24 * 3600 + 1.0
     created = only(d.actions, CreateJob)[0].manifest
     assert created["spec"]["template"]["spec"]["nodeSelector"][NODE_POOL_LABEL] == POOL
     assert created["metadata"]["ownerReferences"][0]["uid"] == UID
@@ -420,7 +422,7 @@ def test_job_not_ready_keeps_waiting(body: dict[str, Any], ready: int) -> None:
     assert cond_tuple(d, cond.CAPACITY_PROVISIONED) == ("False", "Waiting")
     assert d.status.started_at is None
     assert d.events == []
-    assert d.requeue_after == 2.0
+    assert d.requeue_after == 23 * 3600 + 1.0  # an hour of the day's wait is gone
 
 
 @pytest.mark.parametrize("body", BODIES.values(), ids=BODIES.keys())
@@ -482,7 +484,7 @@ def test_success_scales_to_zero_then_records_it_once() -> None:
     assert cond_tuple(first, cond.COMPLETED) == ("True", "JobSucceeded")
     assert cond.condition(first.status.conditions, cond.SCALED_DOWN) is None
     assert first.events == [Event("Normal", "Succeeded", f"Job {NAME} succeeded")]
-    assert first.requeue_after == 1.0
+    assert first.requeue_after is None  # the operation's end wakes it
 
     # Not yet at zero: asked again (idempotent), no new event.
     again = run(observed(MULTI, first.status, pool=pool_for(MULTI), job=done, now=t1))
@@ -519,12 +521,12 @@ def test_delete_cleanup_deletes_the_pool_then_records_it() -> None:
     first = run(observed(body, status, pool=pool_for(body), job=done, service=True, now=t1))
     assert first.actions == [DeleteNodePool(POOL)]
     assert first.status.phase == Phase.SUCCEEDED
-    assert first.requeue_after == 1.0
+    assert first.requeue_after is None
 
     stopping = pool_for(body, PoolState.STOPPING)
     second = run(observed(body, first.status, pool=stopping, job=done, now=t2))
     assert second.actions == []  # already being deleted
-    assert second.requeue_after == 1.0
+    assert second.requeue_after is None  # the pool gone from the snapshot wakes it
     assert second.status.scaled_down_at is None
 
     third = run(observed(body, second.status, pool=None, job=done, now=t3))
@@ -590,7 +592,7 @@ def test_failed_job_fails_the_request_and_cleans_up(
     assert cond_tuple(d, cond.COMPLETED) == ("False", want_reason)
     assert condition(d, cond.COMPLETED).message == want_message
     assert d.events == [Event("Warning", "Failed", f"{want_reason}: {want_message}")]
-    assert d.requeue_after == (None if policy == "Keep" else 1.0)
+    assert d.requeue_after is None  # events (Job gone, pool done) wake it
 
 
 # -- maxWaitDuration ----------------------------------------------------------------------
@@ -631,7 +633,7 @@ def test_capacity_timeout(body: dict[str, Any], service: bool, expected: list[An
     assert d.status.finished_at == now
     assert d.status.started_at is None
     assert d.events == [Event("Warning", "Failed", f"CapacityTimeout: {message}")]
-    assert d.requeue_after == 1.0
+    assert d.requeue_after is None
 
 
 def test_capacity_timeout_follow_up_finishes_the_clean_up_quietly() -> None:
@@ -1126,7 +1128,7 @@ def test_deletion_removes_job_service_and_pool() -> None:
     assert d.actions == [DeleteJob(NAME), DeleteService(NAME), DeleteNodePool(POOL)]
     assert d.released is False
     assert d.status.phase == Phase.DELETING
-    assert d.requeue_after == 1.0
+    assert d.requeue_after is None
     assert d.events == [Event("Normal", "Deleting", "Deleting the Job, Service and node pool")]
 
 
@@ -1176,7 +1178,7 @@ def test_deletion_is_released_only_when_everything_is_gone(
     )
     assert d.actions == actions
     assert d.released is released
-    assert d.requeue_after == (None if released else 1.0)
+    assert d.requeue_after is None  # deletions wake it: no timer
     assert d.status.phase == Phase.DELETING
     assert d.events == []  # already Deleting
 
@@ -1611,3 +1613,76 @@ def test_other_modes_go_to_the_default_queue() -> None:
 def test_a_named_queue_wins() -> None:
     body = spec_body(gpu("nvidia-h100-80gb"), "QueuedProvisioning", queueName="team-q")
     assert _queue_of(body) == "team-q"
+
+
+# -- GKE's operation slots ----------------------------------------------------------------
+
+
+def test_a_create_waiting_for_an_operation_slot_says_where_it_stands() -> None:
+    status = status_at(Phase.PROVISIONING, MULTI, job=None)
+    queued = OperationView(kind="Create", running=False, position=7, queued=40, slots=5)
+    obs = dataclasses.replace(observed(MULTI, status), operations={POOL: queued})
+    d = run(obs)
+    assert d.actions == []  # queued already: not asked for twice
+    assert d.status.phase == Phase.PROVISIONING
+    assert cond_tuple(d, cond.NODE_POOL_READY) == ("False", "WaitingForOperationSlot")
+    message = condition(d, cond.NODE_POOL_READY).message
+    assert message == (
+        "waiting for a GKE operation slot, position 7 in line "
+        "(GKE runs 5 node pool operations at a time in this cluster)"
+    )
+    assert d.status.message == f"Creating node pool {POOL}: {message}"
+    assert d.requeue_after is None
+
+
+def test_a_new_create_behind_others_says_so_in_its_first_status() -> None:
+    obs = dataclasses.replace(observed(MULTI), create_position=3)
+    d = run(obs)
+    assert d.actions == [CreateNodePool(name=POOL, plan=plan_of(MULTI))]
+    assert cond_tuple(d, cond.NODE_POOL_READY) == ("False", "WaitingForOperationSlot")
+    assert "position 3 in line" in condition(d, cond.NODE_POOL_READY).message
+
+
+def test_a_running_create_is_creating_and_a_retrying_one_says_why() -> None:
+    status = status_at(Phase.PROVISIONING, MULTI, job=None)
+    running = OperationView(kind="Create", running=True, retrying="GKE Unavailable: try again")
+    d = run(dataclasses.replace(observed(MULTI, status), operations={POOL: running}))
+    assert d.actions == []
+    assert cond_tuple(d, cond.NODE_POOL_READY) == ("False", "Creating")
+    assert d.status.message == (f"Creating node pool {POOL} (GKE Unavailable: try again; retrying)")
+
+
+def test_scaled_down_only_when_the_billed_nodes_are_gone_too() -> None:
+    """GKE's ceiling at zero is not enough: Nodes still registered are still billed."""
+    status = status_at(Phase.RUNNING, started=T0)
+    done = job_view(complete=True, succeeded=4)
+    zero = pool_for(MULTI, max_nodes=0)
+    obs = dataclasses.replace(observed(MULTI, status, pool=zero, job=done), nodes_by_pool={POOL: 2})
+    d = run(obs)
+    assert d.actions == [ScaleNodePoolToZero(POOL)]
+    assert d.status.scaled_down_at is None
+    gone = run(dataclasses.replace(obs, nodes_by_pool={POOL: 0}))
+    assert gone.actions == []
+    assert gone.status.scaled_down_at == T0
+
+
+def test_a_scale_down_in_flight_is_not_asked_for_again() -> None:
+    status = status_at(Phase.RUNNING, started=T0)
+    done = job_view(complete=True, succeeded=4)
+    scaling = OperationView(kind="ScaleDown", running=True)
+    obs = dataclasses.replace(
+        observed(MULTI, status, pool=pool_for(MULTI), job=done), operations={POOL: scaling}
+    )
+    d = run(obs)
+    assert d.actions == []
+    assert d.status.scaled_down_at is None
+    assert d.status.phase == Phase.SUCCEEDED
+
+
+def test_a_request_is_planned_once_while_its_spec_is_the_same_object() -> None:
+    body = with_(MULTI)
+    view = request(body)
+    first = planned(view)
+    assert planned(view) is first
+    copy = dataclasses.replace(view, spec=dict(view.spec))
+    assert planned(copy) is not first  # a new object is planned afresh

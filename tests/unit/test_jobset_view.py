@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes.client import V1Job, V1JobCondition, V1JobStatus, V1ObjectMeta
-
+from dws_operator.controller.cache import JobRecord
 from dws_operator.controller.observe import jobset_view
 
 UID = "uid-1"
@@ -25,15 +24,18 @@ def jobset(*conditions: tuple[str, str, str], owner: str = UID) -> dict[str, Any
     }
 
 
-def child(name: str, ready: int = 0, failed: tuple[str, str] | None = None) -> V1Job:
-    conditions = []
+def child(name: str, ready: int = 0, failed: tuple[str, str] | None = None) -> JobRecord:
+    conditions: list[dict[str, Any]] = []
     if failed is not None:
         conditions.append(
-            V1JobCondition(type="Failed", status="True", reason=failed[0], message=failed[1])
+            {"type": "Failed", "status": "True", "reason": failed[0], "message": failed[1]}
         )
-    return V1Job(
-        metadata=V1ObjectMeta(name=name),
-        status=V1JobStatus(ready=ready, active=ready, conditions=conditions),
+    # As the watch delivers it: the JobSet controller's Job, in plain JSON.
+    return JobRecord.of(
+        {
+            "metadata": {"name": name, "labels": {"jobset.sigs.k8s.io/jobset-name": "mega"}},
+            "status": {"ready": ready, "active": ready, "conditions": conditions},
+        }
     )
 
 

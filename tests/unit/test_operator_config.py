@@ -43,7 +43,7 @@ def test_defaults() -> None:
         None,
         (),
     )
-    assert config.running_poll_seconds == 15.0
+    assert config.running_poll_seconds == 300.0
 
 
 def test_flags_win_over_environment() -> None:

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from pydantic import ValidationError
 
 from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig, load_config
 from dws_operator.emulator.compute import ComputeBindError
+from dws_operator.emulator.config import OPERATION_DURATION_PRESETS
 from dws_operator.gke.client import ENDPOINT_ENV
 from dws_operator.gke.policies import COMPUTE_ENDPOINT_ENV
 
@@ -46,12 +48,53 @@ def register(commands: Any) -> None:
         type=Path,
         help="YAML file: clusters, operation latency, faults per method, quotas, seed",
     )
+    # GKE's limits, over the config file's: so a benchmark needs no file to turn them on.
+    parser.add_argument(
+        "--operation-durations",
+        choices=sorted(OPERATION_DURATION_PRESETS),
+        help="simulated operation durations: 'gke' is GKE's (create 40 s, delete 20 s, ...)",
+    )
+    parser.add_argument(
+        "--clock-factor",
+        type=_positive(float),
+        help="simulated seconds per real second, for operation durations and the rate limit",
+    )
+    parser.add_argument(
+        "--api-rate-limit",
+        type=_positive(int),
+        help="requests per simulated minute per project (GKE's API quota; default: none)",
+    )
     parser.set_defaults(run=run)
+
+
+def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its complaint
+    return parse
+
+
+def config_from(args: argparse.Namespace) -> EmulatorConfig:
+    """The config file's settings, with the GKE-limit flags over them."""
+    config = load_config(args.config) if args.config else EmulatorConfig()
+    overrides = {
+        "operation_durations": args.operation_durations,
+        "clock_factor": args.clock_factor,
+        "api_rate_limit": args.api_rate_limit,
+    }
+    given = {key: value for key, value in overrides.items() if value is not None}
+    if not given:
+        return config
+    return EmulatorConfig.model_validate({**config.model_dump(), **given})
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = load_config(args.config) if args.config else EmulatorConfig()
+        config = config_from(args)
     except (OSError, yaml.YAMLError, ValidationError) as error:
         detail = " ".join(str(error).split())
         sys.stderr.write(f"dws-operator emulator: --config ({args.config}: {detail})\n")

@@ -43,7 +43,7 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--running-poll-seconds",
         help="seconds between checks of a running request; Job events wake it sooner "
-        "(DWS_RUNNING_POLL_SECONDS, default 15)",
+        "(DWS_RUNNING_POLL_SECONDS, default 300)",
     )
     parser.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     parser.set_defaults(run=run)

@@ -45,6 +45,11 @@ class OperatorConfig:
     running_poll_seconds: float = RUNNING_POLL_SECONDS
     #: Compute API emulator (`http://host:port`) for workload policies; None: Google's.
     compute_endpoint: str | None = None
+    #: Node pool operations the operator runs at once in the cluster: GKE's
+    #: concurrent-operations quota (5 unless Google raised the cluster's).
+    gke_operation_slots: int = 5
+    #: Seconds between two ListNodePools that every request shares.
+    gke_refresh_seconds: float = 10.0
 
     @property
     def cluster_path(self) -> str:
@@ -96,20 +101,48 @@ class OperatorConfig:
                 "DWS_COMPUTE_ENDPOINT",
                 "http://host:port of a Compute API emulator",
             )
+        slots_text = get("gke_operation_slots", "DWS_GKE_OPERATION_SLOTS")
+        slots = 5 if slots_text is None else _whole(slots_text, "DWS_GKE_OPERATION_SLOTS", 1, 100)
+        refresh_text = get("gke_refresh_seconds", "DWS_GKE_REFRESH_SECONDS")
+        refresh = (
+            10.0
+            if refresh_text is None
+            else _seconds(refresh_text, "DWS_GKE_REFRESH_SECONDS", 1.0, 3600.0)
+        )
         return cls(
-            project, location, cluster, endpoint, kueue, queue, queued, namespaces, poll, compute
+            project,
+            location,
+            cluster,
+            endpoint,
+            kueue,
+            queue,
+            queued,
+            namespaces,
+            poll,
+            compute,
+            slots,
+            refresh,
         )
 
 
 def _poll_seconds(text: str) -> float:
+    return _seconds(text, "DWS_RUNNING_POLL_SECONDS", 1.0, 3600.0)
+
+
+def _seconds(text: str, env: str, low: float, high: float) -> float:
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 1.0 <= value <= 3600.0:
-        raise ConfigError(
-            f"DWS_RUNNING_POLL_SECONDS={text!r} is not valid; expected seconds from 1 to 3600"
-        )
+    if not low <= value <= high:
+        raise ConfigError(f"{env}={text!r} is not valid; expected seconds from {low:g} to {high:g}")
+    return value
+
+
+def _whole(text: str, env: str, low: int, high: int) -> int:
+    value = int(text) if text.strip().isdigit() else -1
+    if not low <= value <= high:
+        raise ConfigError(f"{env}={text!r} is not valid; expected a whole number {low}-{high}")
     return value
 
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes.aio import client as k8s
 from kubernetes.aio import config as k8s_config
 from kubernetes.aio.client.exceptions import ApiException
 
-from dws_operator.api import GROUP, PLURAL, VERSION
+from dws_operator.api import GROUP, KIND, PLURAL, VERSION
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.multislice import (
     JOBSET_GROUP,
@@ -21,6 +25,8 @@ from dws_operator.multislice import (
 from dws_operator.workload import REQUEST_LABEL
 
 FIELD_MANAGER = "dws-operator"
+
+log = logging.getLogger(__name__)
 
 
 async def connect(kubeconfig: str | None = None) -> k8s.ApiClient:
@@ -234,17 +240,83 @@ class KubeApi:
             if not _missing(error):
                 raise
 
-    async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        await self.objects.patch_namespaced_custom_object_status(
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            {"status": status},
-            field_manager=FIELD_MANAGER,
-            _content_type="application/merge-patch+json",
+    async def patch_status(
+        self, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Merge `status` in; the request as stored after, or None if it is gone."""
+        try:
+            body: Any = await self.objects.patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                {"status": status},
+                field_manager=FIELD_MANAGER,
+                _content_type="application/merge-patch+json",
+            )
+        except ApiException as error:
+            if _missing(error):
+                return None
+            raise
+        return dict(body)
+
+    async def patch_metadata(
+        self, namespace: str, name: str, metadata: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Merge `metadata` into the request's; as stored after, or None if it is gone."""
+        try:
+            body: Any = await self.objects.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                {"metadata": metadata},
+                field_manager=FIELD_MANAGER,
+                _content_type="application/merge-patch+json",
+            )
+        except ApiException as error:
+            if _missing(error):
+                return None
+            raise
+        return dict(body)
+
+    async def post_event(
+        self, involved: Mapping[str, Any], type_: str, reason: str, message: str
+    ) -> None:
+        """An Event about `involved` (a TrainingRequest body). Events are for people:
+        one that cannot be posted is logged, never allowed to fail the pass."""
+        metadata = involved.get("metadata") or {}
+        namespace = str(metadata.get("namespace") or "default")
+        now = datetime.now(UTC)
+        event = k8s.CoreV1Event(
+            metadata=k8s.V1ObjectMeta(
+                name=f"{metadata.get('name')}.{uuid.uuid4().hex[:16]}", namespace=namespace
+            ),
+            involved_object=k8s.V1ObjectReference(
+                api_version=f"{GROUP}/{VERSION}",
+                kind=KIND,
+                name=metadata.get("name"),
+                namespace=namespace,
+                uid=metadata.get("uid"),
+                resource_version=metadata.get("resourceVersion"),
+            ),
+            type=type_,
+            reason=reason,
+            # The API server refuses longer messages; the status keeps the whole text.
+            message=message[:1024],
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            source=k8s.V1EventSource(component=FIELD_MANAGER),
+            reporting_component=FIELD_MANAGER,
+            reporting_instance=FIELD_MANAGER,
         )
+        try:
+            await self.core.create_namespaced_event(namespace, event)
+        except ApiException as error:
+            log.warning("posting event %s about %s: %s", reason, metadata.get("name"), error)
 
     async def training_request(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
@@ -266,4 +338,58 @@ class KubeApi:
     async def training_requests(self) -> list[dict[str, Any]]:
         listed: Any = await self.objects.list_cluster_custom_object(GROUP, VERSION, PLURAL)
         items: list[dict[str, Any]] = listed.get("items", [])
+        return items
+
+    async def listing(
+        self, kind: str, label: str, namespaces: tuple[str, ...] = ()
+    ) -> list[dict[str, Any]]:
+        """Every object of `kind` carrying `label` (any value; "" for all), in
+        `namespaces` (all when empty), as plain JSON: what the caches start from before
+        the watches take over. `kind`: trainingrequests, jobs, jobsets, services, nodes."""
+        if kind == "nodes" or not namespaces:
+            return await self._list(kind, label, None)
+        items: list[dict[str, Any]] = []
+        for namespace in namespaces:
+            items += await self._list(kind, label, namespace)
+        return items
+
+    async def _list(self, kind: str, label: str, namespace: str | None) -> list[dict[str, Any]]:
+        selector = label or None
+        raw: Any
+        if kind in (PLURAL, JOBSET_PLURAL):
+            group, version = (GROUP, VERSION) if kind == PLURAL else (JOBSET_GROUP, JOBSET_VERSION)
+            try:
+                if namespace is None:
+                    raw = await self.objects.list_cluster_custom_object(
+                        group, version, kind, label_selector=selector
+                    )
+                else:
+                    raw = await self.objects.list_namespaced_custom_object(
+                        group, version, namespace, kind, label_selector=selector
+                    )
+            except ApiException as error:
+                if _missing(error):  # no JobSet API in this cluster: no JobSets either
+                    return []
+                raise
+        else:
+            # Plain JSON, not models: the caches keep dicts, as the watches deliver them.
+            response: Any
+            if kind == "nodes":
+                response = await self.core.list_node_without_preload_content(
+                    label_selector=selector
+                )
+            elif namespace is None:
+                every = {
+                    "jobs": self.batch.list_job_for_all_namespaces_without_preload_content,
+                    "services": self.core.list_service_for_all_namespaces_without_preload_content,
+                }[kind]
+                response = await every(label_selector=selector)
+            else:
+                one = {
+                    "jobs": self.batch.list_namespaced_job_without_preload_content,
+                    "services": self.core.list_namespaced_service_without_preload_content,
+                }[kind]
+                response = await one(namespace, label_selector=selector)
+            raw = json.loads(await response.read())
+        items: list[dict[str, Any]] = raw.get("items", [])
         return items

@@ -3,28 +3,34 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from google.cloud import container_v1
-from kubernetes.aio import client as k8s
 from pydantic import ValidationError
 
 from dws_operator.api import Phase, TrainingRequestStatus
 from dws_operator.catalog import GkeVersion
+from dws_operator.controller.cache import JobRecord, KubeCache
 from dws_operator.controller.kube import KubeApi
+from dws_operator.controller.operations import OperationScheduler, Priority
+from dws_operator.controller.pools import PoolSnapshot
+from dws_operator.errors import InvalidSpec
 from dws_operator.gke import NodePoolClient, owned_by
 from dws_operator.multislice import JOBSET_KIND
 from dws_operator.reconcile import JobView, Observed, PoolState, PoolView, RequestView
-from dws_operator.reconcile.decide import pool_names_for, workload_kind
-from dws_operator.workload import DISRUPTION_CONDITION, job_name, service_name
+from dws_operator.reconcile.decide import planned, pool_names_for, workload_kind
+from dws_operator.workload import DISRUPTION_CONDITION, job_name, needs_service, service_name
 
 log = logging.getLogger(__name__)
 _UNREADABLE: set[str] = set()
 
 #: Phases in which a request holds nodes of its pool (seed 003's "used by other jobs").
 HOLDING = (Phase.WAITING_FOR_CAPACITY, Phase.RUNNING)
+#: Phases in which no Service will be made any more: a foreign one cannot matter.
+HOLDING_DONE = (Phase.SUCCEEDED, Phase.FAILED, Phase.DELETING)
 
 
 def request_view(body: Mapping[str, Any]) -> RequestView:
@@ -66,50 +72,45 @@ def pool_view(pool: container_v1.NodePool, uid: str) -> PoolView:
     )
 
 
-def job_view(job: k8s.V1Job, uid: str) -> JobView:
-    metadata, status = job.metadata, job.status
-    owners = (metadata.owner_references if metadata else None) or []
-    conditions = (status.conditions if status else None) or []
+def _true(conditions: Iterable[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
+    return next(
+        (c for c in conditions if c.get("type") == kind and c.get("status") == "True"), None
+    )
 
-    def true(kind: str) -> k8s.V1JobCondition | None:
-        return next((c for c in conditions if c.type == kind and c.status == "True"), None)
 
-    failed = true("Failed")
+def job_view(job: JobRecord, uid: str) -> JobView:
+    failed = _true(job.conditions, "Failed")
     disrupted = (
         failed is not None
-        and failed.reason == "PodFailurePolicy"
-        and DISRUPTION_CONDITION in (failed.message or "")
+        and failed.get("reason") == "PodFailurePolicy"
+        and DISRUPTION_CONDITION in (failed.get("message") or "")
     )
     return JobView(
-        name=(metadata.name if metadata else None) or "",
-        ours=any(o.uid == uid for o in owners),
-        complete=true("Complete") is not None,
+        name=job.name,
+        ours=uid in job.owners,
+        complete=_true(job.conditions, "Complete") is not None,
         failed=failed is not None,
-        failure_reason=(failed.reason if failed else None) or "",
-        failure_message=(failed.message if failed else None) or "",
+        failure_reason=(failed or {}).get("reason") or "",
+        failure_message=(failed or {}).get("message") or "",
         disrupted=disrupted,
-        suspended=bool(job.spec and job.spec.suspend),
-        active=(status.active if status else None) or 0,
-        ready=(status.ready if status else None) or 0,
-        succeeded=(status.succeeded if status else None) or 0,
+        suspended=job.suspended,
+        active=job.active,
+        ready=job.ready,
+        succeeded=job.succeeded,
     )
 
 
-def jobset_view(jobset: Mapping[str, Any], children: list[k8s.V1Job], uid: str) -> JobView:
+def jobset_view(jobset: Mapping[str, Any], children: list[JobRecord], uid: str) -> JobView:
     """A JobSet seen as one Job: complete or failed as the JobSet says, disrupted when a
     slice's Job failed because a node was lost, ready = pods ready over all slices."""
     metadata = jobset.get("metadata") or {}
     conditions = (jobset.get("status") or {}).get("conditions") or []
-
-    def true(kind: str) -> Mapping[str, Any] | None:
-        return next((c for c in conditions if c["type"] == kind and c["status"] == "True"), None)
-
-    failed = true("Failed")
+    failed = _true(conditions, "Failed")
     jobs = [job_view(child, "") for child in children]
     return JobView(
         name=metadata.get("name", ""),
         ours=any(o.get("uid") == uid for o in metadata.get("ownerReferences") or []),
-        complete=true("Completed") is not None,
+        complete=_true(conditions, "Completed") is not None,
         failed=failed is not None,
         failure_reason=(failed or {}).get("reason", ""),
         failure_message=(failed or {}).get("message", ""),
@@ -121,19 +122,26 @@ def jobset_view(jobset: Mapping[str, Any], children: list[k8s.V1Job], uid: str) 
     )
 
 
-async def _workload(
-    kube: KubeApi, request: RequestView, kind: str, name: str
+def _workload(
+    cache: KubeCache, request: RequestView, kind: str, name: str
 ) -> tuple[JobView | None, list[str]]:
     """The current attempt's workload and the names of every attempt's."""
     if kind == JOBSET_KIND:
-        jobset = await kube.jobset(request.namespace, name)
+        jobset = cache.jobset(request.namespace, name)
         view = None
         if jobset is not None:
-            children = await kube.jobset_children(request.namespace, name)
+            children = cache.jobset_children(request.namespace, name)
             view = jobset_view(jobset, children, request.uid)
-        return view, await kube.jobset_names(request.namespace, request.name, request.uid)
-    job = await kube.job(request.namespace, name)
-    names = await kube.job_names(request.namespace, request.name, request.uid)
+        names = [
+            str(j["metadata"]["name"])
+            for j in cache.jobsets_of(request.namespace, request.name)
+            if any(o.get("uid") == request.uid for o in j["metadata"].get("ownerReferences") or [])
+        ]
+        return view, names
+    job = cache.job(request.namespace, name)
+    names = [
+        j.name for j in cache.jobs_of(request.namespace, request.name) if request.uid in j.owners
+    ]
     return (job_view(job, request.uid) if job is not None else None), names
 
 
@@ -150,41 +158,92 @@ async def cluster_version(gke: NodePoolClient) -> GkeVersion | None:
         return None
 
 
-async def observe(body: Mapping[str, Any], kube: KubeApi, gke: NodePoolClient) -> Observed:
+@dataclass(frozen=True)
+class Sources:
+    """Where a pass reads the world from: the watches' cache, GKE's pool snapshot, the
+    operation scheduler. Only a Service not yet seen and the cluster version (cached
+    for an hour) may cost a call."""
+
+    kube: KubeApi
+    cache: KubeCache
+    #: Reads, retried within the call.
+    gke: NodePoolClient
+    #: Node pool operations, one attempt each: the scheduler decides when to try again.
+    mutations: NodePoolClient
+    pools: PoolSnapshot
+    operations: OperationScheduler
+
+
+async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
     request = request_view(body)
+    cache = sources.cache
     # Deletion needs no version (and must not wait on GetCluster); a failed read raises
-    # GkeError, which the daemon retries with backoff like any other GKE error.
-    version = None if request.deleting else await cluster_version(gke)
+    # GkeError, which the pass backs off from like any other GKE error.
+    version = None if request.deleting else await cluster_version(sources.gke)
     pool_names = pool_names_for(request)
-    pools = [await gke.get(name) for name in pool_names]
-    views = [pool_view(pool, request.uid) if pool is not None else None for pool in pools]
+    views = [_pool(sources.pools, name, request.uid) for name in pool_names]
     # The current attempt's workload is named from the restart count, not from status.job,
     # which a restart interrupted midway may leave pointing at the previous attempt.
     current = job_name(request.name, request.status.restarts)
     kind = workload_kind(request.spec)
-    job, ours = await _workload(kube, request, kind, current)
+    job, ours = _workload(cache, request, kind, current)
     existing = bool((request.spec.get("nodePool") or {}).get("existing", False))
-    owners = await kube.service_owners(request.namespace, service_name(request.name))
+    if existing and views[0] is None and not request.deleting:
+        # Someone else's pool, possibly made after the last listing: a missing pool fails
+        # the request, so that is asked of GKE itself before it is believed.
+        pool = await sources.gke.get(pool_names[0])
+        views[0] = pool_view(pool, request.uid) if pool is not None else None
+    owners = await _service_owners(sources, request)
+    operations = {
+        name: view for name in pool_names if (view := sources.operations.view(name)) is not None
+    }
+    created = str((body.get("metadata") or {}).get("creationTimestamp") or "")
     return Observed(
         request=request,
         now=datetime.now(UTC),
         pool=views[0],
         more_pools=tuple(views[1:]),
         job=job,
-        nodes_by_pool=await kube.nodes_by_pool(pool_names),
+        nodes_by_pool=cache.nodes_of(pool_names),
         stale_jobs=tuple(name for name in ours if name != current),
         service_exists=owners is not None and request.uid in owners,
         service_taken=owners is not None and request.uid not in owners,
         nodes_used_by_others=(
-            await _nodes_used_by_others(kube, pool_names[0], request.uid) if existing else 0
+            _nodes_used_by_others(cache, pool_names[0], request.uid) if existing else 0
         ),
         cluster_version=version,
+        operations=operations,
+        create_position=(
+            sources.operations.position_for(Priority.CREATE, created)
+            if any(v is None for v in views)
+            else 0
+        ),
     )
 
 
-async def _nodes_used_by_others(kube: KubeApi, pool: str, uid: str) -> int:
+def _pool(snapshot: PoolSnapshot, name: str, uid: str) -> PoolView | None:
+    pool = snapshot.get(name)
+    return pool_view(pool, uid) if pool is not None else None
+
+
+async def _service_owners(sources: Sources, request: RequestView) -> tuple[str, ...] | None:
+    """Owners of the request's Service: from the cache (ours carry the request label);
+    when none is cached, a Service of that name may still exist without our label
+    (someone else's), which only a read can tell: made while the Service matters."""
+    name = service_name(request.name)
+    owners = sources.cache.service_owners(request.namespace, name)
+    if owners is not None or request.status.phase in HOLDING_DONE or request.deleting:
+        return owners
+    plan = planned(request)
+    if isinstance(plan, InvalidSpec) or not needs_service(plan[1]):
+        return owners
+    found = await sources.kube.service_owners(request.namespace, name)
+    return tuple(found) if found is not None else None
+
+
+def _nodes_used_by_others(cache: KubeCache, pool: str, uid: str) -> int:
     used = 0
-    for item in await kube.training_requests():
+    for item in cache.all_requests():
         status = item.get("status") or {}
         if item["metadata"]["uid"] == uid or status.get("phase") not in HOLDING:
             continue

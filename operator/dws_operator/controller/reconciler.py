@@ -1,14 +1,14 @@
-"""One reconcile pass: observe, decide, write status, act, post events.
+"""One reconcile pass: observe (from the caches), decide, write status, act, post events.
 
 The status is written before the actions run: a crash between the two leaves a
 status that the next pass re-derives from what it observes, while a crash after an
 action leaves an object the next pass finds (names are deterministic) instead of
-making a second one.
+making a second one. Node pool actions are handed to the cluster's operation
+scheduler, which starts them within GKE's limits; the pass never waits on GKE.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -16,11 +16,12 @@ from typing import Any
 from google.auth.exceptions import GoogleAuthError
 
 from dws_operator.api import TrainingRequestStatus
-from dws_operator.controller.kube import KubeApi, WorkloadRejected
-from dws_operator.controller.observe import observe
+from dws_operator.controller.cache import Key
+from dws_operator.controller.kube import WorkloadRejected
+from dws_operator.controller.observe import Sources, observe
+from dws_operator.controller.operations import PoolOperation, Priority, Step
 from dws_operator.gke import (
     GkeError,
-    NodePoolClient,
     WorkloadPolicyClient,
     pool_labels,
     region_of,
@@ -37,7 +38,6 @@ from dws_operator.reconcile import (
     DeleteJob,
     DeleteNodePool,
     DeleteService,
-    Event,
     Observed,
     ReconcileConfig,
     RequestView,
@@ -45,31 +45,11 @@ from dws_operator.reconcile import (
     decide,
     failed,
 )
-from dws_operator.reconcile import conditions as cond
+from dws_operator.reconcile.decide import pool_names_for
 
 log = logging.getLogger(__name__)
 
-#: Posts an Event about the object (its body) to Kubernetes.
-EventSink = Callable[[Mapping[str, Any], Event], None]
-#: Pause after a GKE error that retries did not clear, before the next pass.
-GKE_BACKOFF_SECONDS = 10.0
-
-
-#: Actions on different node pools that may run at once: a multi-slice request's pools
-#: are created, scaled to zero and deleted together, so its slices come and go together.
-_POOL_ACTIONS = (CreateNodePool, ScaleNodePoolToZero, DeleteNodePool)
-
-
-def _batches(actions: list[Action]) -> list[list[Action]]:
-    """`actions` in order, consecutive pool actions grouped to run concurrently."""
-    batches: list[list[Action]] = []
-    for action in actions:
-        pooled = isinstance(action, _POOL_ACTIONS)
-        if pooled and batches and isinstance(batches[-1][0], _POOL_ACTIONS):
-            batches[-1].append(action)
-        else:
-            batches.append([action])
-    return batches
+FINALIZER = "dws-operator.dev/cleanup"
 
 
 def _dump(status: TrainingRequestStatus) -> dict[str, Any]:
@@ -79,79 +59,114 @@ def _dump(status: TrainingRequestStatus) -> dict[str, Any]:
 class Reconciler:
     def __init__(
         self,
-        kube: KubeApi,
-        gke: NodePoolClient,
+        sources: Sources,
         config: ReconcileConfig,
-        emit: EventSink,
         policies: Callable[[], WorkloadPolicyClient] | None = None,
     ) -> None:
-        self.kube = kube
-        self.gke = gke
+        self.sources = sources
+        self.kube = sources.kube
+        self.cache = sources.cache
         self.config = config
-        self.emit = emit
         # Connected on first use: only Ironwood multi-host slices need Compute, and an
         # operator that never serves one must not need Compute credentials to start.
         self._connect_policies = policies
         self._policies: WorkloadPolicyClient | None = None
+        self.passes = 0
 
-    async def reconcile(self, namespace: str, name: str) -> Decision | None:
-        """One pass over the request as it is now; None when it no longer exists."""
-        # Read afresh rather than trusting the watch's copy, which can lag behind the
-        # status the previous pass wrote.
-        body = await self.kube.training_request(namespace, name)
+    async def reconcile(self, key: Key) -> Decision | None:
+        """One pass over the request as the caches know it; None when there is nothing
+        of it left to look after (gone, or deleted and released)."""
+        body = self.cache.request(key)
         if body is None:
             return None
-        observed = await observe(body, self.kube, self.gke)
-        decision = decide(observed, self.config)
-        await self._write_status(observed.request, decision.status)
+        self.passes += 1
+        metadata = body.get("metadata") or {}
+        finalizers = list(metadata.get("finalizers") or [])
+        deleting = metadata.get("deletionTimestamp") is not None
+        if deleting and FINALIZER not in finalizers:
+            return None  # released already, or never ours to hold
+        if not deleting and FINALIZER not in finalizers:
+            # Held before anything is made for it, so a deletion always waits for cleanup.
+            body = await self._set_finalizers(body, [*finalizers, FINALIZER])
+        observed = await observe(body, self.sources)
+        decision = self._with_operation_errors(observed, decide(observed, self.config))
+        body = await self._write_status(body, observed.request, decision.status)
         try:
-            for batch in _batches(decision.actions):
-                failure = await self._execute_all(observed.request, batch)
-                if failure is not None:
-                    decision = await self._gke_failed(observed, decision, *failure)
-                    break
+            for action in decision.actions:
+                await self._execute(observed.request, body, action)
         except WorkloadRejected as rejected:
             decision = failed(observed, rejected.reason, rejected.message)
-            await self._write_status(observed.request, decision.status)
+            body = await self._write_status(body, observed.request, decision.status)
+        if decision.released:
+            await self._set_finalizers(body, [f for f in finalizers if f != FINALIZER])
         for event in decision.events:
-            self.emit(body, event)
+            await self.kube.post_event(body, event.type, event.reason, event.message)
         return decision
 
-    async def _write_status(self, request: RequestView, status: TrainingRequestStatus) -> None:
-        if _dump(status) != _dump(request.status):
-            await self.kube.patch_status(request.namespace, request.name, _dump(status))
+    def _with_operation_errors(self, observed: Observed, decision: Decision) -> Decision:
+        """A create GKE refused for good (quota, stockout, invalid): the request fails."""
+        operations = self.sources.operations
+        for pool in pool_names_for(observed.request):
+            error = operations.take_error(pool)
+            if error is not None and not observed.request.deleting:
+                log.warning("%s: node pool %s: %s", _name(observed.request), pool, error)
+                return failed(observed, error.reason, error.message)
+        return decision
 
-    async def _execute_all(
-        self, request: RequestView, batch: list[Action]
-    ) -> tuple[Action, GkeError] | None:
-        """Run `batch` at once; the GKE failure to act on, if any (others are raised): a
-        terminal one before a retryable one, which another pass may clear."""
-        results = await asyncio.gather(
-            *(self._execute(request, action) for action in batch), return_exceptions=True
+    async def _set_finalizers(
+        self, body: Mapping[str, Any], finalizers: list[str]
+    ) -> Mapping[str, Any]:
+        metadata = body.get("metadata") or {}
+        updated = await self.kube.patch_metadata(
+            str(metadata["namespace"]),
+            str(metadata["name"]),
+            # The resourceVersion makes the patch fail (409) rather than overwrite
+            # finalizers someone added since this body was read.
+            {"finalizers": finalizers, "resourceVersion": metadata.get("resourceVersion")},
         )
-        failures: list[tuple[Action, GkeError]] = []
-        for action, result in zip(batch, results, strict=True):
-            if isinstance(result, GkeError):
-                log.warning("%s/%s: %s failed: %s", request.namespace, request.name, action, result)
-                failures.append((action, result))
-            elif isinstance(result, BaseException):
-                raise result
-        terminal = [f for f in failures if not f[1].retryable]
-        chosen = terminal or failures
-        return chosen[0] if chosen else None
+        if updated is None:
+            return body
+        self.cache.put_request(updated)
+        return updated
 
-    async def _execute(self, request: RequestView, action: Action) -> None:
-        log.info("%s/%s: %s", request.namespace, request.name, type(action).__name__)
+    async def _write_status(
+        self, body: Mapping[str, Any], request: RequestView, status: TrainingRequestStatus
+    ) -> Mapping[str, Any]:
+        if _dump(status) == _dump(request.status):
+            return body
+        updated = await self.kube.patch_status(request.namespace, request.name, _dump(status))
+        if updated is None:
+            return body
+        self.cache.put_request(updated)
+        return updated
+
+    async def _execute(self, request: RequestView, body: Mapping[str, Any], action: Action) -> None:
+        log.info("%s: %s", _name(request), type(action).__name__)
+        key = (request.namespace, request.name)
+        created = str((body.get("metadata") or {}).get("creationTimestamp") or "")
+        operations = self.sources.operations
         match action:
             case CreateNodePool(name=name, plan=plan):
-                labels = pool_labels(request.namespace, request.name, request.uid)
-                policy = await self._workload_policy(plan)
-                pool = render_node_pool(plan, name=name, labels=labels, workload_policy=policy)
-                await self.gke.create(pool, request.uid)
+                step = self._create_step(request, name, plan)
+                operations.submit(
+                    PoolOperation(name, "Create", key, Priority.CREATE, created, (step,))
+                )
             case ScaleNodePoolToZero(name=name):
-                await self.gke.scale_to_zero(name)
+                gke = self.sources.mutations
+                steps: tuple[Step, ...] = (
+                    lambda: gke.cap_autoscaling(name),
+                    lambda: gke.resize_to_zero(name),
+                )
+                operations.submit(
+                    PoolOperation(name, "ScaleDown", key, Priority.RELEASE, created, steps)
+                )
             case DeleteNodePool(name=name):
-                await self.gke.delete(name)
+                gke = self.sources.mutations
+                operations.submit(
+                    PoolOperation(
+                        name, "Delete", key, Priority.RELEASE, created, (lambda: gke.delete(name),)
+                    )
+                )
             case CreateService(manifest=manifest):
                 await self.kube.create_service(manifest)
             case CreateJob(manifest=manifest) if manifest["kind"] == JOBSET_KIND:
@@ -164,6 +179,15 @@ class Reconciler:
                 await self.kube.delete_job(request.namespace, name)
             case DeleteService(name=name):
                 await self.kube.delete_service(request.namespace, name)
+
+    def _create_step(self, request: RequestView, name: str, plan: SlicePlan) -> Step:
+        async def create() -> Any:
+            labels = pool_labels(request.namespace, request.name, request.uid)
+            policy = await self._workload_policy(plan)
+            pool = render_node_pool(plan, name=name, labels=labels, workload_policy=policy)
+            return (await self.sources.mutations.create(pool, request.uid)).operation
+
+        return create
 
     async def _workload_policy(self, plan: SlicePlan) -> str | None:
         """The workload policy placing the slice (made or reused), when it needs one."""
@@ -187,31 +211,6 @@ class Reconciler:
         region = region_of(self.config.location)
         return await self._policies.ensure_workload_policy(region, placement.tpu_topology)
 
-    async def _gke_failed(
-        self, observed: Observed, decision: Decision, action: Action, error: GkeError
-    ) -> Decision:
-        """A GKE call failed after the client's retries: Failed if it never can succeed,
-        otherwise say so in the status and try again after a pause."""
-        request = observed.request
-        if not error.retryable and isinstance(action, CreateNodePool):
-            outcome = failed(observed, error.reason, error.message)
-            await self._write_status(request, outcome.status)
-            return outcome
-        status = decision.status.model_copy(deep=True)
-        kind = cond.NODE_POOL_READY if isinstance(action, CreateNodePool) else cond.SCALED_DOWN
-        status.conditions = cond.set_condition(
-            status.conditions,
-            kind,
-            "False",
-            error.reason,
-            error.message,
-            observed.now,
-            request.generation,
-        )
-        status.message = f"GKE {error.reason}: {error.message} (retrying)"
-        await self._write_status(request, status)
-        return Decision(
-            status=status,
-            requeue_after=GKE_BACKOFF_SECONDS,
-            events=[*decision.events, Event("Warning", error.reason, error.message)],
-        )
+
+def _name(request: RequestView) -> str:
+    return f"{request.namespace}/{request.name}"

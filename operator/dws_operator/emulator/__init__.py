@@ -2,7 +2,8 @@
 
 `ClusterManagerEmulator` serves it over real gRPC on 127.0.0.1, validates requests the
 way GKE does, runs long-running operations through PENDING, RUNNING and DONE, injects
-faults and enforces accelerator quota from its config, and records every call. Beside
+faults and enforces accelerator quota, GKE's concurrent-operations quota and its
+per-project request rate from its config, and records every call. Beside
 it, over HTTP, `ComputeEmulator` serves the Compute resource policies (workload
 policies) node pools name, with the same faults, operations and call log.
 """
@@ -11,6 +12,7 @@ from dws_operator.emulator.compute import ComputeCall, ComputeEmulator
 from dws_operator.emulator.config import (
     COMPUTE_METHODS,
     DEFAULT_CLUSTER,
+    GKE_OPERATION_SECONDS,
     ClusterConfig,
     EmulatorConfig,
     MethodFaults,
@@ -26,6 +28,7 @@ from dws_operator.emulator.server import (
 __all__ = [
     "COMPUTE_METHODS",
     "DEFAULT_CLUSTER",
+    "GKE_OPERATION_SECONDS",
     "SERVICE_NAME",
     "CallRecord",
     "ClusterConfig",

@@ -25,6 +25,8 @@ by kwok) with the pool as the emulator holds it:
   scenario's times. Either way the node's pods are first marked Failed with a
   `DisruptionTarget` condition (reason `TerminationByKubelet`, as the kubelet's
   graceful node shutdown does), then the node is deleted and the count lowered.
+- A cluster with more than the scenario's `many_pools_threshold` node pools (GKE's
+  200) scales up later, by `many_pools_scale_up_delay_seconds`, both ways.
 - Queued pools scale up only through ProvisioningRequests (see `queued`; a TPU pool
   only by whole slices, see `whole_slices`): their pending pods never scale them.
 
@@ -192,7 +194,7 @@ class Autoscaler:
         booked = queued.booked_nodes()
         for pool in pools.values():
             if pool.running:
-                self._scale(now, pool, pending.get(pool.name, []), busy, booked)
+                self._scale(now, pool, pending.get(pool.name, []), busy, booked, len(pools))
 
     def _scale(
         self,
@@ -201,6 +203,7 @@ class Autoscaler:
         pending: list[Obj],
         busy: dict[str, list[Obj]],
         booked: set[str],
+        pool_count: int,
     ) -> None:
         nodes = sorted(pool.nodes, key=lambda n: node_index(name_of(n)))
         if len(nodes) > pool.count:
@@ -225,7 +228,7 @@ class Autoscaler:
             zones = place_nodes(
                 pool,
                 want - len(nodes),
-                lambda room: self.scenario.capacity_zone(room, accelerator, waited),
+                lambda room: self.scenario.capacity_zone(room, accelerator, waited, pool_count),
             )
             if not zones:
                 return

@@ -2,7 +2,11 @@
 
 ```yaml
 seed: 7                          # fault injection draws from RNGs seeded with this
-operation_latency_seconds: 0.5   # PENDING -> RUNNING -> DONE takes this long
+operation_latency_seconds: 0.5   # PENDING -> RUNNING -> DONE takes this long (real seconds)
+clock_factor: 60                 # simulated seconds per real second (default 1)
+operation_durations: gke         # simulated seconds per method, or a preset's name (GKE's)
+#  CreateNodePool: 40            # ... or per method; wins over the latency fields
+api_rate_limit: 600              # requests per simulated minute per project (default: none)
 clusters:
   - name: projects/dws-sandbox/locations/us-central1/clusters/sandbox
     version: 1.34.1-gke.1000000  # GetCluster's current_master_version (this is the default)
@@ -22,12 +26,16 @@ compute_faults:                  # the same knobs for the Compute resource-polic
     error_rate: 0.1
     error_code: UNAVAILABLE      # answered as HTTP 503 with Compute's JSON error body
 ```
+
+Times in real seconds (`operation_latency_seconds`, `latency_seconds`) are for tests
+that want operations to take exactly so long; `operation_durations` and the rate
+limit's minute are GKE's own times, simulated, and pass `clock_factor` times faster.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, cast, get_args
+from typing import Annotated, Any, Literal, cast, get_args
 
 import grpc
 import yaml
@@ -47,6 +55,14 @@ MethodName = Literal[
 ]
 #: Every ClusterManager method the emulator serves (the Literal above, as values).
 METHODS: tuple[MethodName, ...] = get_args(MethodName)
+#: The methods that answer with a long-running operation.
+LONG_RUNNING_METHODS: tuple[MethodName, ...] = (
+    "CreateNodePool",
+    "DeleteNodePool",
+    "SetNodePoolAutoscaling",
+    "SetNodePoolSize",
+    "UpdateNodePool",
+)
 
 #: The Compute Engine methods the emulator serves, named as in Compute's discovery
 #: document (`compute.resourcePolicies.insert` and so on, without the service prefix).
@@ -78,6 +94,24 @@ DEFAULT_STOCKOUT = (
 
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 Seconds = Annotated[float, Field(ge=0.0)]
+
+#: How long GKE's node pool operations take, in seconds, PENDING to DONE, for
+#: `EmulatorConfig.operation_durations` (YAML: `operation_durations: gke`).
+GKE_OPERATION_SECONDS: dict[MethodName, float] = {
+    # Reported: an empty node pool took 30-45 s to create before GKE's 2026 speed-ups
+    # (secondary reports, no official figure; facts sheet section 9). The middle of it.
+    "CreateNodePool": 40.0,
+    # Our estimates, no published figure found: a delete drains and removes an
+    # instance group (an empty one: tens of seconds at most), a resize changes an
+    # instance group's target size, and an autoscaling or label update changes only
+    # GKE's own record of the pool.
+    "DeleteNodePool": 20.0,
+    "SetNodePoolSize": 15.0,
+    "SetNodePoolAutoscaling": 10.0,
+    "UpdateNodePool": 10.0,
+}
+#: Named sets of operation durations, for the YAML file and the CLI.
+OPERATION_DURATION_PRESETS: dict[str, dict[MethodName, float]] = {"gke": GKE_OPERATION_SECONDS}
 
 
 def _status_name(value: str) -> str:
@@ -151,7 +185,19 @@ class ClusterConfig(EmulatorModel):
 
 class EmulatorConfig(EmulatorModel):
     seed: int = 0
+    #: Real seconds an operation takes, unless `operation_durations` names its method.
     operation_latency_seconds: Seconds = 0.5
+    #: Simulated seconds per real second, for `operation_durations` and the rate limit.
+    clock_factor: Annotated[float, Field(gt=0.0)] = 1.0
+    #: Simulated seconds an operation of the method takes, PENDING to DONE (it runs for
+    #: duration / clock_factor real seconds). Wins over `operation_latency_seconds` and a
+    #: method's `operation_latency_seconds`. YAML may name a preset instead: `gke`.
+    operation_durations: dict[MethodName, Seconds] = Field(default_factory=dict)
+    #: GKE's per-project API request quota: requests per simulated minute, counted over
+    #: every ClusterManager call (reads too) of a project; one more within the minute is
+    #: refused with RESOURCE_EXHAUSTED. None: no limit. GKE's quota pages give 600 per
+    #: minute, 3,000 per minute or 10 per second depending on the page's version.
+    api_rate_limit: int | None = Field(None, ge=1)
     clusters: list[ClusterConfig] = Field(
         default_factory=lambda: [ClusterConfig(name=DEFAULT_CLUSTER)], min_length=1
     )
@@ -164,6 +210,34 @@ class EmulatorConfig(EmulatorModel):
     #: Faults of the Compute API. gRPC code names map to the HTTP status and error
     #: reason Compute answers with (UNAVAILABLE: 503 backendError, and so on).
     compute_faults: dict[ComputeMethodName, MethodFaults] = Field(default_factory=dict)
+
+    @field_validator("operation_durations", mode="before")
+    @classmethod
+    def _preset(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            preset = OPERATION_DURATION_PRESETS.get(value)
+            if preset is None:
+                names = ", ".join(OPERATION_DURATION_PRESETS)
+                raise ValueError(f"{value!r} is not a preset of operation durations ({names})")
+            return dict(preset)
+        return value
+
+    @field_validator("operation_durations")
+    @classmethod
+    def _long_running_only(cls, value: dict[MethodName, float]) -> dict[MethodName, float]:
+        for method in value:
+            if method not in LONG_RUNNING_METHODS:
+                allowed = ", ".join(LONG_RUNNING_METHODS)
+                raise ValueError(f"{method} starts no operation; allowed: {allowed}")
+        return value
+
+    def operation_seconds(self, method: str) -> float:
+        """Real seconds an operation of `method` takes, PENDING to DONE."""
+        duration = self.operation_durations.get(cast("MethodName", method))
+        if duration is not None:
+            return duration / self.clock_factor
+        latency = faults_for(self, method).operation_latency_seconds
+        return self.operation_latency_seconds if latency is None else latency
 
 
 def load_config(path: Path) -> EmulatorConfig:

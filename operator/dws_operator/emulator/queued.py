@@ -160,7 +160,7 @@ class QueuedCapacity:
             return
         # All of a request's nodes come in one zone, within a per-zone maximum if any.
         zone = self.scenario.capacity_zone(
-            zones_with_room(pool, count), accelerator_of(pool.shape), waited
+            zones_with_room(pool, count), accelerator_of(pool.shape), waited, len(pools)
         )
         if zone is None:
             return

@@ -12,6 +12,7 @@ import asyncio
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from types import TracebackType
@@ -33,6 +34,8 @@ from dws_operator.emulator.config import (
     MethodName,
     faults_for,
 )
+from dws_operator.emulator.ratelimit import ProjectRateLimit, request_project
+from dws_operator.emulator.scenario import SimClock
 from dws_operator.emulator.service import ClusterManagerService, Method, clone
 from dws_operator.emulator.state import ClusterManagerState, PoolRecord
 from dws_operator.emulator.status import ApiError
@@ -83,6 +86,10 @@ class ClusterManagerEmulator(CallLog[CallRecord]):
         self.host = host
         self.port = port
         self._clock = clock
+        #: GKE's time as the emulator simulates it: `config.clock_factor` times real time.
+        self.sim_clock = SimClock(self.config.clock_factor, clock)
+        limit = self.config.api_rate_limit
+        self._rate_limit = ProjectRateLimit(limit, self.sim_clock.now) if limit else None
         self._lock = threading.RLock()
         compute = ComputeState(clock)
         self._state = ClusterManagerState(self.config, clock, compute)
@@ -233,6 +240,11 @@ class ClusterManagerEmulator(CallLog[CallRecord]):
         with self._lock:
             return self._state.cluster(cluster).max_in_flight
 
+    def refusals(self, code: grpc.StatusCode = grpc.StatusCode.RESOURCE_EXHAUSTED) -> Counter[str]:
+        """Calls answered with `code`, per method (the concurrent-operations quota's and
+        the rate limit's RESOURCE_EXHAUSTED by default), from the call log."""
+        return Counter(c.method for c in self.calls if c.code == code)
+
     def _pool_record(self, path: str) -> PoolRecord | None:
         cluster_path, _, name = path.partition("/nodePools/")
         cluster = self._state.clusters.get(cluster_path)
@@ -267,6 +279,10 @@ class ClusterManagerEmulator(CallLog[CallRecord]):
 
     def _answer(self, method: Method, request: Any, faults: MethodFaults) -> Any:
         with self._lock:
+            # The quota is checked at Google's front door, before GKE sees the request.
+            project = request_project(request)
+            if self._rate_limit is not None and project is not None:
+                self._rate_limit.admit(project)
             if self._draw(method.name, faults.error_rate):
                 raise ApiError(
                     faults.status,

@@ -24,7 +24,7 @@ from google.cloud import container_v1
 # googleapis-common-protos ships no type information.
 from google.rpc import status_pb2  # type: ignore[import-untyped]
 
-from dws_operator.emulator.config import EmulatorConfig, faults_for
+from dws_operator.emulator.config import EmulatorConfig
 from dws_operator.emulator.placement import deferred_failure, resolve_topology
 from dws_operator.emulator.rules import (
     accelerator_per_node,
@@ -170,8 +170,7 @@ class ClusterManagerService:
         }
 
     def latency(self, method: str) -> float:
-        latency = faults_for(self.config, method).operation_latency_seconds
-        return self.config.operation_latency_seconds if latency is None else latency
+        return self.config.operation_seconds(method)
 
     # Reads ------------------------------------------------------------------
 

@@ -286,6 +286,66 @@ class NodePoolClient:
                 return None
             raise
 
+    async def cap_autoscaling(self, name: str) -> Operation | None:
+        """Cap the pool's autoscaler at zero nodes (one operation); None when there is
+        nothing to cap (no limits above zero) or the pool is gone.
+
+        The first of scale-to-zero's two steps, for callers that schedule operations
+        themselves (`scale_to_zero` runs both and waits). The location policy is kept:
+        the request replaces the whole autoscaling block."""
+        pool = await self.get(name)
+        if pool is None:
+            return None
+        current = pool.autoscaling
+        limits = (
+            current.min_node_count,
+            current.max_node_count,
+            current.total_min_node_count,
+            current.total_max_node_count,
+        )
+        if not (current.enabled and any(limits)):
+            return None
+        capped = container_v1.NodePoolAutoscaling(
+            enabled=True, location_policy=current.location_policy
+        )
+        try:
+            return await self.call(
+                self.api.set_node_pool_autoscaling,
+                container_v1.SetNodePoolAutoscalingRequest(
+                    name=self.cluster.pool(name), autoscaling=capped
+                ),
+            )
+        except GkeError as error:
+            if _pool_missing(error):
+                return None
+            raise
+
+    async def resize_to_zero(self, name: str) -> Operation | None:
+        """Resize the pool to zero nodes (one operation); None when the pool is gone."""
+        try:
+            return await self.call(
+                self.api.set_node_pool_size,
+                container_v1.SetNodePoolSizeRequest(name=self.cluster.pool(name), node_count=0),
+            )
+        except GkeError as error:
+            if _pool_missing(error):
+                return None
+            raise
+
+    async def list_operations(self) -> list[Operation]:
+        """The operations GKE lists for the cluster's location (recent and running)."""
+        parent = f"projects/{self.cluster.project}/locations/{self.cluster.location}"
+        response = await self.call(
+            self.api.list_operations, container_v1.ListOperationsRequest(parent=parent)
+        )
+        return list(response.operations)
+
+    async def operation(self, name: str) -> Operation:
+        return await self.call(
+            self.api.get_operation,
+            container_v1.GetOperationRequest(name=self.cluster.operation(name)),
+        )
+
     async def wait(self, operation: Operation) -> Operation:
         """Poll until `operation` is DONE; raise its error, classified, if it failed.
 

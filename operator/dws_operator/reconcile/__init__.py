@@ -18,7 +18,14 @@ from dws_operator.reconcile.decide import (
     failed,
     pool_name_for,
 )
-from dws_operator.reconcile.observed import JobView, Observed, PoolState, PoolView, RequestView
+from dws_operator.reconcile.observed import (
+    JobView,
+    Observed,
+    OperationView,
+    PoolState,
+    PoolView,
+    RequestView,
+)
 
 __all__ = [
     "Action",
@@ -32,6 +39,7 @@ __all__ = [
     "Event",
     "JobView",
     "Observed",
+    "OperationView",
     "PoolState",
     "PoolView",
     "ReconcileConfig",

@@ -8,6 +8,7 @@ what it already created.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -53,13 +54,12 @@ from dws_operator.workload import (
 )
 
 TERMINAL = (Phase.SUCCEEDED, Phase.FAILED)
-#: How soon to look again while something is in flight (pool operation, pods starting).
+#: How soon to look again after a step whose result no watch reports (a restart).
 FOLLOW_SECONDS = 2.0
-#: How soon to look again while the Job runs. Every change of the Job (pods ready, done,
-#: disrupted) wakes its request at once (the handlers watch our Jobs); this poll only
-#: catches what no Job event reports, such as a pool changed behind our back, and keeps
-#: GKE API calls of a week-long run low (one GetNodePool per pass).
-RUNNING_POLL_SECONDS = 15.0
+#: How soon to look again while the Job runs, with nothing changing. Every change that
+#: matters wakes the request at once (its Job's events, its pool in GKE's snapshot, its
+#: Nodes); this is only the safety net for an event lost, so it is long.
+RUNNING_POLL_SECONDS = 300.0
 
 
 @dataclass(frozen=True)
@@ -159,18 +159,44 @@ class _Run:
         return self.phase(Phase.FAILED, f"{reason}: {message}", requeue=1.0)
 
 
+#: The plans of this many requests are kept (see `planned`).
+PLAN_MEMORY = 4096
+Planned = tuple[TrainingRequestSpec, SlicePlan] | InvalidSpec
+_plans: OrderedDict[str, tuple[Mapping[str, Any], Planned]] = OrderedDict()
+
+
+def planned(request: RequestView) -> Planned:
+    """The request's validated spec and slice plan, or why it has none.
+
+    Remembered per request for as long as its spec is the same object: the shell's cache
+    replaces the object whenever the request changes and never mutates it, so a request
+    that only waits is validated and planned once, not on every pass."""
+    known = _plans.get(request.uid)
+    if known is not None and known[0] is request.spec:
+        _plans.move_to_end(request.uid)
+        return known[1]
+    result: Planned
+    try:
+        spec = TrainingRequestSpec.model_validate(request.spec)
+        result = spec, plan_slice(spec, pool_name=pool_name_for(request))
+    except ValidationError as error:
+        result = from_validation_error(error)
+    except InvalidSpec as invalid:
+        result = invalid
+    _plans[request.uid] = (request.spec, result)
+    if len(_plans) > PLAN_MEMORY:
+        _plans.popitem(last=False)
+    return result
+
+
 def decide(observed: Observed, config: ReconcileConfig) -> Decision:
     run = _Run(observed)
     if run.request.deleting:
         return _release(run)
-    try:
-        spec = TrainingRequestSpec.model_validate(run.request.spec)
-        pool_name = pool_name_for(run.request)
-        plan = plan_slice(spec, pool_name=pool_name)
-    except ValidationError as error:
-        return _invalid(run, from_validation_error(error))
-    except InvalidSpec as invalid:
-        return _invalid(run, invalid)
+    result = planned(run.request)
+    if isinstance(result, InvalidSpec):
+        return _invalid(run, result)
+    spec, plan = result
     run.condition(cond.VALID, "True", "Planned", f"{plan.nodes} x {plan.machine_type}")
     run.status.plan = plan.summary()
     managed = not spec.node_pool.existing
@@ -312,21 +338,51 @@ def _node_pool(
             )
         if slice_pool.state in (PoolState.PROVISIONING, PoolState.STOPPING):
             busy.append((pool_name, slice_pool.state))
+    operations = run.observed.operations
     if missing:
         # Every missing pool at once: a multi-slice request waits for the slowest anyway.
         for pool_name in missing:
-            run.act(CreateNodePool(name=pool_name, plan=plan))
+            if pool_name not in operations:
+                run.act(CreateNodePool(name=pool_name, plan=plan))
         names = _pool_list(missing)
-        run.condition(cond.NODE_POOL_READY, "False", "Creating", f"creating {names}")
-        return run.phase(Phase.PROVISIONING, f"Creating {names}", 1.0)
+        queued = _queued(run.observed, missing)
+        if queued is not None:
+            run.condition(cond.NODE_POOL_READY, "False", "WaitingForOperationSlot", queued)
+            return run.phase(Phase.PROVISIONING, f"Creating {names}: {queued}", None)
+        retrying = next((operations[n].retrying for n in missing if n in operations), "")
+        detail = f" ({retrying}; retrying)" if retrying else ""
+        run.condition(cond.NODE_POOL_READY, "False", "Creating", f"creating {names}{detail}")
+        return run.phase(Phase.PROVISIONING, f"Creating {names}{detail}", None)
     if busy:
         states = "; ".join(f"node pool {n} {state}" for n, state in busy)
         run.condition(cond.NODE_POOL_READY, "False", "Provisioning", states)
         message = "; ".join(f"Node pool {n} is {state.lower()}" for n, state in busy)
-        return run.phase(Phase.PROVISIONING, message, 1.0)
+        return run.phase(Phase.PROVISIONING, message, None)
     ready = _pool_list(list(plan.pool_names))
     run.condition(cond.NODE_POOL_READY, "True", "Created", f"{ready} {_are(plan)} ready")
     return None
+
+
+def _queued(observed: Observed, pools: list[str]) -> str | None:
+    """Why a pool's operation has not started yet (the cluster's operation slots are
+    taken), with its place in line; None when it runs or can start at once."""
+    views = [observed.operations[p] for p in pools if p in observed.operations]
+    waiting = [v for v in views if not v.running]
+    if views and not waiting:
+        return None
+    if waiting:
+        first = min(waiting, key=lambda v: v.position)
+        position, slots = first.position, first.slots
+    elif observed.create_position > 0:
+        position, slots = observed.create_position, 0
+    else:
+        return None
+    limit = (
+        f"GKE runs {slots} node pool operations at a time in this cluster"
+        if slots
+        else ("the cluster's GKE operation slots are taken")
+    )
+    return f"waiting for a GKE operation slot, position {position} in line ({limit})"
 
 
 def _pool_list(names: list[str]) -> str:
@@ -378,7 +434,11 @@ def _workload(
         run.status.job = ObjectReference(name=job_name(request.name, attempt))
         run.condition(cond.WORKLOAD_CREATED, "True", "JobCreated", f"{kind} {run.status.job.name}")
         run.condition(cond.CAPACITY_PROVISIONED, "False", "Waiting", "waiting for nodes")
-        return run.phase(Phase.WAITING_FOR_CAPACITY, f"Waiting for capacity: 0/{total} nodes")
+        return run.phase(
+            Phase.WAITING_FOR_CAPACITY,
+            f"Waiting for capacity: 0/{total} nodes",
+            _until_timeout(run, plan),
+        )
     if not job.ours:
         return run.fail("JobNameTaken", f"{kind} {job.name} exists and belongs to something else")
     run.status.job = ObjectReference(name=job.name)
@@ -407,7 +467,7 @@ def _workload(
     ensure_service()
     message = f"Waiting for capacity: {job.ready}/{total} nodes ready"
     run.condition(cond.CAPACITY_PROVISIONED, "False", "Waiting", message)
-    return run.phase(Phase.WAITING_FOR_CAPACITY, message)
+    return run.phase(Phase.WAITING_FOR_CAPACITY, message, _until_timeout(run, plan))
 
 
 def _restart(run: _Run, spec: TrainingRequestSpec, plan: SlicePlan, failed_job: str) -> Decision:
@@ -441,6 +501,15 @@ def _timed_out(run: _Run, plan: SlicePlan) -> bool:
     return bool(plan.max_wait_seconds) and waited > timedelta(seconds=plan.max_wait_seconds)
 
 
+def _until_timeout(run: _Run, plan: SlicePlan) -> float | None:
+    """Seconds until maxWaitDuration runs out (a moment after, so the pass then sees it
+    passed); None without a limit. Everything else that can end a wait is an event."""
+    if not plan.max_wait_seconds:
+        return None
+    waited = (run.now - (run.status.requested_at or run.now)).total_seconds()
+    return max(plan.max_wait_seconds - waited, 0.0) + 1.0
+
+
 def _capacity_timeout(run: _Run, spec: TrainingRequestSpec, plan: SlicePlan) -> None:
     run.fail(
         "CapacityTimeout",
@@ -462,23 +531,22 @@ def _clean_up(run: _Run, spec: TrainingRequestSpec) -> Decision:
     cleanup = _cleanup_policy(run, spec)
     pools = observed.all_pools
     ours = [p for p in pools if p is not None and p.ours]
-    done = True
     if managed and ours:
         if cleanup == CleanupPolicy.SCALE_TO_ZERO:
-            scaling = [p for p in ours if p.max_nodes > 0]
+            # Zero only when GKE's ceiling and the Nodes that are billed both say so.
+            nodes = observed.nodes_by_pool
+            scaling = [p for p in ours if p.max_nodes > 0 or nodes.get(p.name, 0) > 0]
             for pool in scaling:
-                run.act(ScaleNodePoolToZero(pool.name))
-            if scaling:
-                done = False
-            else:
+                if pool.name not in observed.operations:
+                    run.act(ScaleNodePoolToZero(pool.name))
+            if not scaling:
                 names = _pool_list([p.name for p in ours])
                 verb = "has" if len(ours) == 1 else "have"
                 _scaled_down(run, "ScaledToZero", f"{names} {verb} no nodes")
         elif cleanup == CleanupPolicy.DELETE:
             for pool in ours:
-                if pool.state != PoolState.STOPPING:
+                if pool.state != PoolState.STOPPING and pool.name not in observed.operations:
                     run.act(DeleteNodePool(pool.name))
-            done = False
     elif (
         managed
         and all(p is None for p in pools)
@@ -488,7 +556,8 @@ def _clean_up(run: _Run, spec: TrainingRequestSpec) -> Decision:
     ):
         gone = "node pool deleted" if len(pools) == 1 else "node pools deleted"
         _scaled_down(run, "Deleted", gone)
-    run.decision.requeue_after = None if done and not run.decision.actions else 1.0
+    # Pool operations and Job deletions wake the request when done: no timer needed.
+    run.decision.requeue_after = None
     return run.decision
 
 
@@ -526,13 +595,11 @@ def _release(run: _Run) -> Decision:
     managed = not (isinstance(node_pool, dict) and node_pool.get("existing", False))
     ours = [p for p in observed.all_pools if p is not None and p.ours]
     for pool in ours if managed else []:
-        if pool.state != PoolState.STOPPING:
+        if pool.state != PoolState.STOPPING and pool.name not in observed.operations:
             run.act(DeleteNodePool(pool.name))
     gone = not run.decision.actions and (not ours or not managed)
     run.decision.released = gone
-    return run.phase(
-        Phase.DELETING, "Deleting the Job, Service and node pool", None if gone else 1.0
-    )
+    return run.phase(Phase.DELETING, "Deleting the Job, Service and node pool", None)
 
 
 def failed(observed: Observed, reason: str, message: str) -> Decision:

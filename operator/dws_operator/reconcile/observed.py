@@ -69,6 +69,24 @@ class JobView:
 
 
 @dataclass(frozen=True)
+class OperationView:
+    """A GKE operation the operator queued or started on one of the request's pools."""
+
+    #: Create, ScaleDown or Delete.
+    kind: str
+    #: Started in GKE (else still waiting for one of the cluster's operation slots).
+    running: bool
+    #: 1-based place in the cluster's queue while waiting; 0 once running.
+    position: int = 0
+    #: Operations waiting in all.
+    queued: int = 0
+    #: Operations GKE runs at once in this cluster.
+    slots: int = 0
+    #: The last retryable error of this operation (it is tried again), for messages.
+    retrying: str = ""
+
+
+@dataclass(frozen=True)
 class Observed:
     request: RequestView
     now: datetime
@@ -90,6 +108,10 @@ class Observed:
     nodes_used_by_others: int = 0
     #: The GKE cluster's control-plane version; None when not known (no version gate then).
     cluster_version: GkeVersion | None = None
+    #: Operations queued or running on the request's pools, by pool name.
+    operations: Mapping[str, OperationView] = field(default_factory=dict)
+    #: Where a create of this request's pool would wait (1 = next); 0: a slot is free.
+    create_position: int = 0
     #: Extra facts the shell learned (for messages), e.g. the last GKE error.
     notes: Mapping[str, str] = field(default_factory=dict)
 

@@ -1,0 +1,235 @@
+"""What the operator knows of Kubernetes, kept current by watches (informer-style).
+
+Every reconcile pass reads from here instead of the API server, so a request that only
+waits costs nothing. The watches feed `put`/`remove`; the operator's own writes go
+through `put` too (write-through, with the object the API server returned), so a pass
+right after a status write sees that status, and the watch event that echoes the write
+is recognised as nothing new (same resourceVersion) and wakes no one.
+
+Objects are kept whole only where the decision needs them whole (TrainingRequests,
+JobSets); Jobs are kept as the few fields a `JobView` is built from, and Nodes as
+their pool's name, which keeps the memory of a thousand requests small.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dws_operator.catalog import NODE_POOL_LABEL_KEY
+from dws_operator.multislice import JOBSET_NAME_LABEL
+from dws_operator.workload import REQUEST_LABEL
+
+#: (namespace, name) of a namespaced object.
+Key = tuple[str, str]
+
+
+def key_of(body: Mapping[str, Any]) -> Key:
+    metadata = body.get("metadata") or {}
+    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+
+
+def _version(body: Mapping[str, Any]) -> int | None:
+    text = (body.get("metadata") or {}).get("resourceVersion")
+    # Opaque to clients by contract; etcd-backed servers give integers, compared as such.
+    return int(text) if isinstance(text, str) and text.isdigit() else None
+
+
+def newer(incoming: Mapping[str, Any], known: Mapping[str, Any] | None) -> bool:
+    """Whether `incoming` is a later state of the object than `known`."""
+    if known is None:
+        return True
+    if (incoming.get("metadata") or {}).get("uid") != (known.get("metadata") or {}).get("uid"):
+        return True  # deleted and created again under the same name
+    new, old = _version(incoming), _version(known)
+    return new is None or old is None or new > old
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """The fields of a batch Job the decision reads (see `observe.job_view`)."""
+
+    name: str
+    request: str | None
+    jobset: str | None
+    owners: tuple[str, ...]
+    suspended: bool
+    conditions: tuple[Mapping[str, Any], ...]
+    active: int
+    ready: int
+    succeeded: int
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> JobRecord:
+        metadata = body.get("metadata") or {}
+        labels = metadata.get("labels") or {}
+        status = body.get("status") or {}
+        return cls(
+            name=str(metadata.get("name") or ""),
+            request=labels.get(REQUEST_LABEL),
+            jobset=labels.get(JOBSET_NAME_LABEL),
+            owners=tuple(str(o.get("uid")) for o in metadata.get("ownerReferences") or []),
+            suspended=bool((body.get("spec") or {}).get("suspend")),
+            conditions=tuple(
+                {k: c.get(k) for k in ("type", "status", "reason", "message")}
+                for c in status.get("conditions") or []
+            ),
+            active=int(status.get("active") or 0),
+            ready=int(status.get("ready") or 0),
+            succeeded=int(status.get("succeeded") or 0),
+        )
+
+
+class _Index:
+    """Objects of one kind by key, plus which request (namespace, label) each belongs to."""
+
+    def __init__(self) -> None:
+        self.bodies: dict[Key, Any] = {}
+        self.versions: dict[Key, Mapping[str, Any]] = {}
+        self.by_group: defaultdict[Key, set[str]] = defaultdict(set)
+        self._group: dict[Key, Key] = {}
+
+    def put(self, key: Key, stored: Any, body: Mapping[str, Any], group: str | None) -> bool:
+        if not newer(body, self.versions.get(key)):
+            return False
+        self.remove(key)
+        self.bodies[key] = stored
+        self.versions[key] = {"metadata": _identity(body)}
+        if group is not None:
+            self._group[key] = (key[0], group)
+            self.by_group[key[0], group].add(key[1])
+        return True
+
+    def remove(self, key: Key) -> None:
+        self.bodies.pop(key, None)
+        self.versions.pop(key, None)
+        group = self._group.pop(key, None)
+        if group is not None:
+            names = self.by_group[group]
+            names.discard(key[1])
+            if not names:
+                del self.by_group[group]
+
+
+def _identity(body: Mapping[str, Any]) -> dict[str, Any]:
+    metadata = body.get("metadata") or {}
+    return {"uid": metadata.get("uid"), "resourceVersion": metadata.get("resourceVersion")}
+
+
+class KubeCache:
+    """TrainingRequests, our Jobs, JobSets and Services, and Nodes counted by pool."""
+
+    def __init__(self) -> None:
+        self.requests: dict[Key, Mapping[str, Any]] = {}
+        self._jobs = _Index()
+        self._jobsets = _Index()
+        self._children = _Index()
+        self._services = _Index()
+        self._node_pools: dict[str, str] = {}
+        self.node_counts: Counter[str] = Counter()
+
+    # -- TrainingRequests -----------------------------------------------------------
+
+    def put_request(self, body: Mapping[str, Any]) -> bool:
+        """Keep `body` if it is newer than what is known; whether it was."""
+        key = key_of(body)
+        if not newer(body, self.requests.get(key)):
+            return False
+        self.requests[key] = body
+        return True
+
+    def remove_request(self, key: Key) -> None:
+        self.requests.pop(key, None)
+
+    def request(self, key: Key) -> Mapping[str, Any] | None:
+        return self.requests.get(key)
+
+    def all_requests(self) -> Iterable[Mapping[str, Any]]:
+        return self.requests.values()
+
+    # -- Jobs and JobSets -----------------------------------------------------------
+
+    def put_job(self, body: Mapping[str, Any]) -> bool:
+        key = key_of(body)
+        record = JobRecord.of(body)
+        changed = False
+        if record.request is not None:
+            changed = self._jobs.put(key, record, body, record.request)
+        if record.jobset is not None:
+            changed = self._children.put(key, record, body, record.jobset) or changed
+        return changed
+
+    def remove_job(self, key: Key) -> None:
+        self._jobs.remove(key)
+        self._children.remove(key)
+
+    def job(self, namespace: str, name: str) -> JobRecord | None:
+        record: JobRecord | None = self._jobs.bodies.get((namespace, name))
+        return record
+
+    def jobs_of(self, namespace: str, request: str) -> list[JobRecord]:
+        names = self._jobs.by_group.get((namespace, request), ())
+        return [self._jobs.bodies[namespace, n] for n in sorted(names)]
+
+    def jobset_children(self, namespace: str, jobset: str) -> list[JobRecord]:
+        names = self._children.by_group.get((namespace, jobset), ())
+        return [self._children.bodies[namespace, n] for n in sorted(names)]
+
+    def put_jobset(self, body: Mapping[str, Any]) -> bool:
+        labels = (body.get("metadata") or {}).get("labels") or {}
+        return self._jobsets.put(key_of(body), body, body, labels.get(REQUEST_LABEL))
+
+    def remove_jobset(self, key: Key) -> None:
+        self._jobsets.remove(key)
+
+    def jobset(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self._jobsets.bodies.get((namespace, name))
+
+    def jobsets_of(self, namespace: str, request: str) -> list[Mapping[str, Any]]:
+        names = self._jobsets.by_group.get((namespace, request), ())
+        return [self._jobsets.bodies[namespace, n] for n in sorted(names)]
+
+    # -- Services -------------------------------------------------------------------
+
+    def put_service(self, body: Mapping[str, Any]) -> bool:
+        metadata = body.get("metadata") or {}
+        owners = tuple(str(o.get("uid")) for o in metadata.get("ownerReferences") or [])
+        labels = metadata.get("labels") or {}
+        return self._services.put(key_of(body), owners, body, labels.get(REQUEST_LABEL))
+
+    def remove_service(self, key: Key) -> None:
+        self._services.remove(key)
+
+    def service_owners(self, namespace: str, name: str) -> tuple[str, ...] | None:
+        """Owner uids of a Service labelled as a request's; None when none is known."""
+        owners: tuple[str, ...] | None = self._services.bodies.get((namespace, name))
+        return owners
+
+    # -- Nodes ------------------------------------------------------------------------
+
+    def put_node(self, body: Mapping[str, Any]) -> str | None:
+        """Count the Node under its pool; the pool whose count changed, if any."""
+        metadata = body.get("metadata") or {}
+        name = str(metadata.get("name") or "")
+        pool = (metadata.get("labels") or {}).get(NODE_POOL_LABEL_KEY)
+        before = self._node_pools.get(name)
+        if before == pool:
+            return None
+        self.remove_node(name)
+        if pool is not None:
+            self._node_pools[name] = pool
+            self.node_counts[pool] += 1
+        return pool or before
+
+    def remove_node(self, name: str) -> str | None:
+        pool = self._node_pools.pop(name, None)
+        if pool is not None:
+            self.node_counts[pool] -= 1
+            if self.node_counts[pool] <= 0:
+                del self.node_counts[pool]
+        return pool
+
+    def nodes_of(self, pools: Iterable[str]) -> dict[str, int]:
+        return {pool: self.node_counts.get(pool, 0) for pool in pools}

@@ -1,0 +1,337 @@
+"""GKE node pool operations of one cluster, started within GKE's limits.
+
+GKE runs a cluster's node pool operations a few at a time (5 by default: one more is
+answered RESOURCE_EXHAUSTED "Too many operations") and one at a time per pool
+(FAILED_PRECONDITION). Each takes seconds to tens of seconds. So operations wait here
+for a slot, in an order that stops the bill first: scale-downs and deletes before
+creates, and creates first come, first served (by the request's creation time).
+
+An operation is started (one call), then followed with one ListOperations for all that
+run; when one is done the pool snapshot is refreshed before the slot is given again and
+the request is woken, so no pass ever sees neither the operation nor its result. No
+pass waits on GKE: reconcile passes only submit, and read `view`.
+
+Everything here is memory: an operator restarted mid-operation finds the operation's
+effect (or the pool still PROVISIONING/STOPPING) in GKE, which is what it decides on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from dws_operator.controller.cache import Key
+from dws_operator.controller.pools import PoolSnapshot
+from dws_operator.gke import GkeError, NodePoolClient, classify_status
+from dws_operator.gke.client import Operation
+from dws_operator.gke.errors import status_code
+from dws_operator.reconcile import OperationView
+
+log = logging.getLogger(__name__)
+
+#: GKE's default cap on a cluster's node pool operations in flight.
+DEFAULT_SLOTS = 5
+#: Between two ListOperations while operations run.
+POLL_SECONDS = 0.5
+#: After "Too many operations" (someone else holds slots too): first pause, and the cap.
+QUOTA_BACKOFF_SECONDS = (2.0, 30.0)
+#: After another retryable error of one operation: first pause, and the cap.
+RETRY_BACKOFF_SECONDS = (1.0, 60.0)
+
+#: One call to GKE: the operation it started, or None when nothing needed doing.
+Step = Callable[[], Awaitable[Operation | None]]
+
+
+class Priority(IntEnum):
+    """Lower goes first: what stops the bill before what starts one."""
+
+    RELEASE = 0
+    CREATE = 1
+
+
+@dataclass
+class PoolOperation:
+    pool: str
+    #: What it does, for status messages and logs: Create, ScaleDown, Delete.
+    kind: str
+    owner: Key
+    priority: Priority
+    #: Orders operations of one priority: the request's creation time (RFC 3339).
+    since: str
+    #: Calls made one after another in one slot (scale to zero: cap, then resize).
+    steps: tuple[Step, ...]
+    step: int = 0
+    order: tuple[int, str, int] = (0, "", 0)
+    running: str | None = None
+    attempts: int = 0
+    not_before: float = 0.0
+    last_error: GkeError | None = None
+
+
+@dataclass
+class SchedulerStats:
+    started: int = 0
+    too_many_operations: int = 0
+    max_running: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+
+class OperationScheduler:
+    def __init__(
+        self,
+        gke: NodePoolClient,
+        snapshot: PoolSnapshot,
+        wake: Callable[[Key], None],
+        slots: int = DEFAULT_SLOTS,
+        poll: float = POLL_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.gke = gke
+        self.snapshot = snapshot
+        self.wake = wake
+        self.slots = slots
+        self.poll = poll
+        self._clock = clock
+        self._ops: dict[str, PoolOperation] = {}
+        #: Queued operations by `order` (kept sorted: positions are bisections).
+        self._queue: list[tuple[tuple[int, str, int], str]] = []
+        self._active: set[str] = set()
+        self._errors: dict[str, GkeError] = {}
+        self._seq = itertools.count()
+        self._quota_pause = 0.0
+        self._paused_until = 0.0
+        self._kick = asyncio.Event()
+        self._running_changed = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.stats = SchedulerStats()
+
+    # -- what reconcile passes use ----------------------------------------------------
+
+    def submit(self, operation: PoolOperation) -> None:
+        """Queue `operation` unless one is queued or running on its pool already. A queued
+        one of another kind is replaced (a delete overtakes a create not yet started)."""
+        known = self._ops.get(operation.pool)
+        if known is not None:
+            if known.kind == operation.kind or operation.pool in self._active:
+                return
+            self._dequeue(known)
+        self._errors.pop(operation.pool, None)
+        operation.order = (operation.priority, operation.since, next(self._seq))
+        self._ops[operation.pool] = operation
+        bisect.insort(self._queue, (operation.order, operation.pool))
+        self._kick.set()
+
+    def view(self, pool: str) -> OperationView | None:
+        operation = self._ops.get(pool)
+        if operation is None:
+            return None
+        retrying = operation.last_error
+        message = f"GKE {retrying.reason}: {retrying.message}" if retrying else ""
+        if pool in self._active:
+            return OperationView(kind=operation.kind, running=True, retrying=message)
+        return OperationView(
+            kind=operation.kind,
+            running=False,
+            position=bisect.bisect_left(self._queue, (operation.order, pool)) + 1,
+            queued=len(self._queue),
+            slots=self.slots,
+            retrying=message,
+        )
+
+    def position_for(self, priority: Priority, since: str) -> int:
+        """Where a new operation would queue (1 = next), 0 if a slot is free for it now."""
+        ahead = bisect.bisect_left(self._queue, ((priority, since, next(self._seq)), ""))
+        if ahead == 0 and len(self._active) < self.slots:
+            return 0
+        return ahead + 1
+
+    def take_error(self, pool: str) -> GkeError | None:
+        """The terminal error an operation on `pool` ended with, once."""
+        return self._errors.pop(pool, None)
+
+    @property
+    def running(self) -> int:
+        return len(self._active)
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    # -- the loops ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            await asyncio.gather(self._dispatch(), self._follow())
+        finally:
+            for task in self._tasks:
+                task.cancel()
+
+    async def _dispatch(self) -> None:
+        while True:
+            wait = self._start_what_fits()
+            self._kick.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), wait)
+
+    def _start_what_fits(self) -> float | None:
+        """Start queued operations while slots are free; seconds until one may start."""
+        now = self._clock()
+        if now < self._paused_until:
+            return self._paused_until - now
+        soonest: float | None = None
+        index = 0
+        while len(self._active) < self.slots and index < len(self._queue):
+            pool = self._queue[index][1]
+            operation = self._ops[pool]
+            if operation.not_before > now:
+                delay = operation.not_before - now
+                soonest = delay if soonest is None else min(soonest, delay)
+                index += 1
+                continue
+            del self._queue[index]
+            self._woken_by_position(index)
+            self._active.add(pool)
+            self._spawn(self._start(operation))
+        return soonest
+
+    def _woken_by_position(self, removed: int) -> None:
+        # Everyone behind moved up one. Waking only those now at position 1, 2, 4, 8...
+        # keeps their status close to true at O(log n) passes each, not O(n).
+        position = 1
+        while position - 1 < len(self._queue):
+            if position - 1 >= removed:
+                self.wake(self._ops[self._queue[position - 1][1]].owner)
+            position *= 2
+
+    def _spawn(self, coroutine: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _start(self, operation: PoolOperation) -> None:
+        """Make the operation's next call; on to following it, or back in the queue."""
+        try:
+            while operation.step < len(operation.steps):
+                started = await operation.steps[operation.step]()
+                if started is not None:
+                    operation.running = started.name
+                    self._count_start(operation)
+                    self._running_changed.set()
+                    return
+                operation.step += 1  # nothing to do for this step
+        except GkeError as error:
+            self._failed(operation, error)
+            return
+        except Exception as error:  # a bug must not leave the slot held
+            log.exception("starting %s of node pool %s", operation.kind, operation.pool)
+            self._failed(
+                operation, GkeError(retryable=True, reason="InternalError", message=str(error))
+            )
+            return
+        await self._finished(operation, None)
+
+    def _count_start(self, operation: PoolOperation) -> None:
+        self.stats.started += 1
+        self.stats.by_kind[operation.kind] = self.stats.by_kind.get(operation.kind, 0) + 1
+        self.stats.max_running = max(self.stats.max_running, self._running_count())
+
+    def _running_count(self) -> int:
+        return sum(1 for pool in self._active if self._ops[pool].running is not None)
+
+    def _failed(self, operation: PoolOperation, error: GkeError) -> None:
+        """A call GKE refused: back in the queue (after a pause) if it may pass later."""
+        pool = operation.pool
+        self._active.discard(pool)
+        operation.running = None
+        if not error.retryable:
+            log.warning("%s of node pool %s failed: %s", operation.kind, pool, error)
+            self._errors[pool] = error
+            del self._ops[pool]
+        else:
+            now = self._clock()
+            if error.reason == "TooManyOperations":
+                # Someone else (GKE's upgrades, a person) holds slots: everyone waits.
+                self.stats.too_many_operations += 1
+                first, cap = QUOTA_BACKOFF_SECONDS
+                self._quota_pause = min(max(self._quota_pause * 2, first), cap)
+                self._paused_until = now + self._quota_pause
+            else:
+                first, cap = RETRY_BACKOFF_SECONDS
+                operation.not_before = now + min(first * 2**operation.attempts, cap)
+                operation.attempts += 1
+                operation.last_error = error
+            log.info("%s of node pool %s: %s (retrying)", operation.kind, pool, error)
+            bisect.insort(self._queue, (operation.order, pool))
+        self.wake(operation.owner)
+        self._kick.set()
+
+    async def _finished(self, operation: PoolOperation, error: GkeError | None) -> None:
+        """Done (or failed in GKE): see the result in the snapshot, then free the slot."""
+        try:
+            await self.snapshot.refresh(since=self._clock())
+        except GkeError as refresh_error:
+            log.warning("listing node pools after an operation: %s", refresh_error)
+        pool = operation.pool
+        self._active.discard(pool)
+        self._quota_pause = 0.0
+        if self._ops.get(pool) is operation:
+            del self._ops[pool]
+        if error is not None:
+            log.warning("%s of node pool %s failed: %s", operation.kind, pool, error)
+            if not error.retryable:
+                self._errors[pool] = error
+        self.wake(operation.owner)
+        self._kick.set()
+
+    async def _follow(self) -> None:
+        """One ListOperations per `poll` while operations run; on when one is done."""
+        while True:
+            if self._running_count() == 0:
+                self._running_changed.clear()
+                await self._running_changed.wait()
+                continue
+            await asyncio.sleep(self.poll)
+            try:
+                listed = {op.name: op for op in await self.gke.list_operations()}
+            except GkeError as error:
+                log.warning("listing operations failed: %s", error)
+                continue
+            for pool in list(self._active):
+                operation = self._ops[pool]
+                if operation.running is None:
+                    continue
+                current = listed.get(operation.running)
+                if current is None:
+                    # Past GKE's listing window: ask for it by name.
+                    try:
+                        current = await self.gke.operation(operation.running)
+                    except GkeError as error:
+                        log.warning("reading operation %s: %s", operation.running, error)
+                        continue
+                if current.status == Operation.Status.DONE:
+                    operation.running = None  # seen done once, not again next poll
+                    self._spawn(self._next_step(operation, current))
+
+    async def _next_step(self, operation: PoolOperation, done: Operation) -> None:
+        if done.error.code:
+            error = classify_status(status_code(done.error.code), done.error.message)
+            await self._finished(operation, error)
+            return
+        operation.step += 1
+        if operation.step < len(operation.steps):
+            await self._start(operation)  # the same slot: the next call of this operation
+            return
+        await self._finished(operation, None)
+
+    def _dequeue(self, operation: PoolOperation) -> None:
+        index = bisect.bisect_left(self._queue, (operation.order, operation.pool))
+        if index < len(self._queue) and self._queue[index][1] == operation.pool:
+            del self._queue[index]
+        del self._ops[operation.pool]

@@ -1,0 +1,246 @@
+"""The running operator's parts, wired together: caches, work queue, GKE snapshot,
+operation scheduler and reconciler, and the background tasks that drive them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.aio.client.exceptions import ApiException
+
+from dws_operator.api import PLURAL, TrainingRequestStatus
+from dws_operator.catalog import NODE_POOL_LABEL_KEY
+from dws_operator.controller.cache import Key, KubeCache, key_of
+from dws_operator.controller.config import OperatorConfig
+from dws_operator.controller.kube import KubeApi
+from dws_operator.controller.observe import Sources
+from dws_operator.controller.operations import OperationScheduler
+from dws_operator.controller.pools import PoolSnapshot
+from dws_operator.controller.reconciler import Reconciler
+from dws_operator.controller.workqueue import WorkQueue, run_workers
+from dws_operator.gke import GkeError, NodePoolClient, WorkloadPolicyClient, connect_compute
+from dws_operator.gke import connect as connect_gke
+from dws_operator.gke.client import RetryPolicy
+from dws_operator.multislice import JOBSET_NAME_LABEL, JOBSET_PLURAL
+from dws_operator.reconcile import ReconcileConfig, RequestView
+from dws_operator.reconcile.decide import TERMINAL, pool_names_for
+from dws_operator.workload import REQUEST_LABEL
+
+log = logging.getLogger(__name__)
+
+#: Reconcile passes that may run at once (a pass waits only on the Kubernetes API).
+WORKERS = 16
+#: Every request not yet finished is looked at this often even if nothing changed.
+RESYNC_SECONDS = 300.0
+
+
+class Dependents:
+    """Which requests depend on which node pool (for snapshot and Node changes)."""
+
+    def __init__(self) -> None:
+        self._by_pool: dict[str, set[Key]] = {}
+        self._pools: dict[Key, tuple[str, ...]] = {}
+
+    def update(self, key: Key, body: Mapping[str, Any]) -> None:
+        metadata = body.get("metadata") or {}
+        view = RequestView(
+            name=str(metadata.get("name") or ""),
+            namespace=key[0],
+            uid=str(metadata.get("uid") or ""),
+            generation=1,
+            deleting=False,
+            spec=body.get("spec") or {},
+            status=_NO_STATUS,
+        )
+        pools = pool_names_for(view)
+        if self._pools.get(key) == pools:
+            return
+        self.remove(key)
+        self._pools[key] = pools
+        for pool in pools:
+            self._by_pool.setdefault(pool, set()).add(key)
+
+    def remove(self, key: Key) -> None:
+        for pool in self._pools.pop(key, ()):
+            keys = self._by_pool.get(pool, set())
+            keys.discard(key)
+            if not keys:
+                self._by_pool.pop(pool, None)
+
+    def of(self, pools: Iterable[str]) -> set[Key]:
+        found: set[Key] = set()
+        for pool in pools:
+            found |= self._by_pool.get(pool, set())
+        return found
+
+
+_NO_STATUS = TrainingRequestStatus()
+
+
+@dataclass
+class Controller:
+    """Everything a running operator holds, built at start-up and closed at exit."""
+
+    api: Any
+    gke_api: Any
+    cache: KubeCache
+    queue: WorkQueue[Key]
+    dependents: Dependents
+    snapshot: PoolSnapshot
+    scheduler: OperationScheduler
+    reconciler: Reconciler
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    compute: Any = None
+
+    def wake_pools(self, pools: Iterable[str]) -> None:
+        for key in self.dependents.of(pools):
+            self.queue.add(key)
+
+    async def handle(self, key: Key) -> None:
+        """One pass over `key`, and when to look at it again."""
+        if not self.snapshot.listed:
+            await self.snapshot.refresh()  # GKE must answer before any pool is judged absent
+        try:
+            decision = await self.reconciler.reconcile(key)
+        except (ApiException, GkeError, OSError) as error:
+            # Never crash or hot-loop: say what failed, wait longer each time.
+            delay = self.queue.backoff(key)
+            log.warning("%s/%s: pass failed, again in %.0fs: %s", *key, delay, error)
+            return
+        self.queue.succeeded(key)
+        if decision is None or decision.released:
+            self.queue.forget(key)
+            return
+        settled = decision.status.phase in TERMINAL and not decision.actions
+        if decision.requeue_after is not None:
+            self.queue.add_after(key, min(decision.requeue_after, RESYNC_SECONDS))
+        elif not settled:
+            # The safety net for an event lost: spread, so a thousand requests that were
+            # created together are not all looked at in the same second.
+            self.queue.add_after(key, RESYNC_SECONDS * (0.75 + 0.5 * random.random()))
+
+    async def fill(self, kube: KubeApi, namespaces: tuple[str, ...], jobset: bool) -> None:
+        """The caches as the API server has them now, before the first pass."""
+        for item in await kube.listing(PLURAL, "", namespaces):
+            self.put_request(item)
+        for item in await kube.listing("jobs", REQUEST_LABEL, namespaces):
+            self.cache.put_job(item)
+        if jobset:
+            for item in await kube.listing(JOBSET_PLURAL, REQUEST_LABEL, namespaces):
+                self.cache.put_jobset(item)
+            for item in await kube.listing("jobs", JOBSET_NAME_LABEL, namespaces):
+                self.cache.put_job(item)
+        for item in await kube.listing("services", REQUEST_LABEL, namespaces):
+            self.cache.put_service(item)
+        for item in await kube.listing("nodes", NODE_POOL_LABEL_KEY):
+            self.cache.put_node(item)
+
+    def on_event(self, kind: str, deleted: bool, body: Mapping[str, Any]) -> None:
+        """A watch event: the cache updated, and the requests it concerns woken."""
+        cache = self.cache
+        key = key_of(body)
+        labels = (body.get("metadata") or {}).get("labels") or {}
+        if kind == PLURAL:
+            if deleted:
+                self.remove_request(key)
+            else:
+                self.put_request(body)
+            return
+        if kind == "nodes":
+            name = str((body.get("metadata") or {}).get("name"))
+            pool = cache.remove_node(name) if deleted else cache.put_node(body)
+            if pool is not None:
+                self.wake_pools([pool])
+            return
+        remove, put = {
+            "jobs": (cache.remove_job, cache.put_job),
+            JOBSET_PLURAL: (cache.remove_jobset, cache.put_jobset),
+            "services": (cache.remove_service, cache.put_service),
+        }[kind]
+        if deleted:
+            remove(key)
+        elif not put(body):
+            return  # what the cache knew already (an echo of our own write, a relist)
+        request = labels.get(REQUEST_LABEL)
+        if request is None and JOBSET_NAME_LABEL in labels:
+            # A JobSet's Job: its JobSet says whose it is.
+            jobset = cache.jobset(key[0], labels[JOBSET_NAME_LABEL]) or {}
+            request = ((jobset.get("metadata") or {}).get("labels") or {}).get(REQUEST_LABEL)
+        if request is not None:
+            self.queue.add((key[0], request))
+
+    def put_request(self, body: Mapping[str, Any]) -> None:
+        if self.cache.put_request(body):
+            key = key_of(body)
+            self.dependents.update(key, body)
+            self.queue.add(key)
+
+    def remove_request(self, key: Key) -> None:
+        self.cache.remove_request(key)
+        self.dependents.remove(key)
+        self.queue.forget(key)
+
+    def start(self) -> None:
+        for key in list(self.cache.requests):
+            self.queue.add(key)
+        self.tasks = [
+            asyncio.create_task(self.snapshot.run(), name="dws-pool-snapshot"),
+            asyncio.create_task(self.scheduler.run(), name="dws-operations"),
+            asyncio.create_task(run_workers(self.queue, self.handle, WORKERS), name="dws-workers"),
+        ]
+
+    async def stop(self) -> None:
+        self.queue.close()
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.api.close()
+        await self.gke_api.transport.close()
+        if self.compute is not None:
+            self.compute.close()
+
+
+def build_controller(
+    config: OperatorConfig,
+    api: Any,
+    kube: KubeApi,
+    kueue: bool,
+    jobset: bool,
+) -> Controller:
+    gke_api = connect_gke(config.gke_endpoint)
+    gke = NodePoolClient(gke_api, config.cluster_path)
+    mutations = NodePoolClient(gke_api, config.cluster_path, retry=RetryPolicy(attempts=1))
+    cache = KubeCache()
+    queue: WorkQueue[Key] = WorkQueue()
+    dependents = Dependents()
+    holder: list[Controller] = []
+
+    def changed(pools: Iterable[str]) -> None:
+        holder[0].wake_pools(pools)
+
+    snapshot = PoolSnapshot(gke, changed, interval=config.gke_refresh_seconds)
+    scheduler = OperationScheduler(mutations, snapshot, queue.add, slots=config.gke_operation_slots)
+
+    def policies() -> WorkloadPolicyClient:
+        holder[0].compute = connect_compute(config.compute_endpoint)
+        return WorkloadPolicyClient(holder[0].compute, config.project)
+
+    reconciler = Reconciler(
+        Sources(kube, cache, gke, mutations, snapshot, scheduler),
+        ReconcileConfig(
+            kueue=kueue,
+            jobset=jobset,
+            default_queue=config.default_queue,
+            queued_queue=config.queued_queue,
+            location=config.location,
+            running_poll_seconds=config.running_poll_seconds,
+        ),
+        policies,
+    )
+    controller = Controller(api, gke_api, cache, queue, dependents, snapshot, scheduler, reconciler)
+    holder.append(controller)
+    return controller

@@ -1,0 +1,184 @@
+"""The operator's GKE operation scheduler against the emulator, through the real client:
+never more operations in flight than the slots, what stops the bill first, creates in
+request order, "Too many operations" backed off, terminal errors handed to the request."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import grpc
+
+from dws_operator.controller.operations import OperationScheduler, PoolOperation, Priority
+from dws_operator.controller.pools import PoolSnapshot
+from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
+from dws_operator.gke import NodePoolClient, RetryPolicy, connect
+from tests.builders import gpu
+from tests.gke.harness import UID, MakeEmulator, rendered
+
+ONCE = RetryPolicy(attempts=1)
+Woken = list[tuple[str, str]]
+Scenario = Callable[[OperationScheduler, NodePoolClient, Woken], Awaitable[None]]
+LATENCY = 0.3
+
+
+def creation(gke: NodePoolClient, name: str, since: str, owner: str = "r") -> PoolOperation:
+    pool = rendered(gpu("nvidia-l4", nodes=1, count=1), mode="Spot", name=name)
+
+    async def create() -> object:
+        return (await gke.create(pool, UID)).operation
+
+    return PoolOperation(name, "Create", ("ns", owner), Priority.CREATE, since, (create,))  # type: ignore[arg-type]
+
+
+def scheduled(
+    emulator: ClusterManagerEmulator,
+    scenario: Callable[
+        [OperationScheduler, NodePoolClient, list[tuple[str, str]]], Awaitable[None]
+    ],
+    slots: int = 5,
+) -> list[tuple[str, str]]:
+    """Run `scenario` with a running scheduler; the requests it woke, in order."""
+    woken: list[tuple[str, str]] = []
+
+    async def main() -> None:
+        async with connect(emulator.endpoint) as api:
+            gke = NodePoolClient(api, DEFAULT_CLUSTER, retry=ONCE)
+            snapshot = PoolSnapshot(gke, lambda _: None)
+            scheduler = OperationScheduler(gke, snapshot, woken.append, slots=slots, poll=0.05)
+            task = asyncio.create_task(scheduler.run())
+            try:
+                await scenario(scheduler, gke, woken)
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(main())
+    return woken
+
+
+async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+def test_never_more_in_flight_than_the_slots_and_creates_in_request_order(
+    make_emulator: MakeEmulator,
+) -> None:
+    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=LATENCY))
+    names = [f"pool-{i:02d}" for i in range(12)]
+
+    async def scenario(
+        scheduler: OperationScheduler, gke: NodePoolClient, _: list[tuple[str, str]]
+    ) -> None:
+        # Submitted out of order; served by the requests' creation times.
+        for i in reversed(range(12)):
+            scheduler.submit(creation(gke, names[i], f"2026-11-23T10:00:{i:02d}Z", names[i]))
+        queued = scheduler.view(names[11])
+        assert queued is not None
+        assert (queued.running, queued.position, queued.queued) == (False, 12, 12)
+        await until(lambda: scheduler.running == 5)
+        queued = scheduler.view(names[11])
+        assert queued is not None
+        assert (queued.position, queued.queued, queued.slots) == (7, 7, 5)  # five started
+        await until(lambda: scheduler.running == 0 and scheduler.queued == 0)
+
+    scheduled(emulator, scenario)
+    creates = emulator.calls_for("CreateNodePool")
+    made = [c.request.node_pool.name for c in creates]
+    # Those started together reach GKE in any order; the batches follow request order.
+    assert sorted(made[:5]) == names[:5]
+    assert sorted(made[5:10]) == names[5:10]
+    assert sorted(made[10:]) == names[10:]
+    assert all(c.ok for c in creates)
+    assert emulator.max_operations_in_flight() == 5
+
+
+def test_scale_downs_overtake_waiting_creates(make_emulator: MakeEmulator) -> None:
+    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=LATENCY))
+
+    async def scenario(
+        scheduler: OperationScheduler, gke: NodePoolClient, _: list[tuple[str, str]]
+    ) -> None:
+        scheduler.submit(creation(gke, "old", "2026-11-23T09:00:00Z"))
+        await until(lambda: scheduler.running == 0 and scheduler.queued == 0)
+        for i in range(4):
+            scheduler.submit(creation(gke, f"new-{i}", f"2026-11-23T10:00:0{i}Z"))
+        scheduler.submit(
+            PoolOperation(
+                "old",
+                "ScaleDown",
+                ("ns", "old"),
+                Priority.RELEASE,
+                "2026-11-23T09:00:00Z",
+                (lambda: gke.cap_autoscaling("old"), lambda: gke.resize_to_zero("old")),
+            )
+        )
+        await until(lambda: scheduler.running == 0 and scheduler.queued == 0)
+
+    scheduled(emulator, scenario, slots=1)
+    order = [
+        (c.method, getattr(c.request, "name", "") or c.request.node_pool.name)
+        for c in emulator.calls
+        if c.method in ("CreateNodePool", "SetNodePoolAutoscaling", "SetNodePoolSize")
+    ]
+    pool = f"{DEFAULT_CLUSTER}/nodePools/old"
+    # All five were queued in one go (the dispatcher runs only when the submitter yields):
+    # the scale-down's two calls first, in one slot, then the creates by request time.
+    assert order == [
+        ("CreateNodePool", "old"),
+        ("SetNodePoolAutoscaling", pool),
+        ("SetNodePoolSize", pool),
+        *(("CreateNodePool", f"new-{i}") for i in range(4)),
+    ]
+
+
+def test_too_many_operations_from_someone_else_is_backed_off_not_hot_looped(
+    make_emulator: MakeEmulator,
+) -> None:
+    """The operator thinks it has 6 slots; GKE allows 5 (another client holds one):
+    the refusals are few, paused on, and every pool is still made."""
+    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=LATENCY))
+
+    async def scenario(
+        scheduler: OperationScheduler, gke: NodePoolClient, _: list[tuple[str, str]]
+    ) -> None:
+        for i in range(12):
+            scheduler.submit(creation(gke, f"pool-{i:02d}", f"2026-11-23T10:00:{i:02d}Z"))
+        await until(lambda: scheduler.running == 0 and scheduler.queued == 0)
+
+    scheduled(emulator, scenario, slots=6)
+    creates = emulator.calls_for("CreateNodePool")
+    refused = [c for c in creates if c.code == grpc.StatusCode.RESOURCE_EXHAUSTED]
+    assert sorted(c.request.node_pool.name for c in creates if c.ok) == [
+        f"pool-{i:02d}" for i in range(12)
+    ]
+    assert 1 <= len(refused) <= 3  # each refusal pauses the queue (2 s, doubling)
+    assert emulator.max_operations_in_flight() == 5
+
+
+def test_a_terminal_error_is_handed_to_its_request_and_frees_the_slot(
+    make_emulator: MakeEmulator,
+) -> None:
+    emulator = make_emulator(
+        EmulatorConfig(operation_latency_seconds=LATENCY, quotas={"nvidia-l4": 1})
+    )
+
+    async def scenario(
+        scheduler: OperationScheduler, gke: NodePoolClient, woken: list[tuple[str, str]]
+    ) -> None:
+        scheduler.submit(creation(gke, "fits", "2026-11-23T10:00:00Z", "fits"))
+        scheduler.submit(creation(gke, "over", "2026-11-23T10:00:01Z", "over"))
+        await until(lambda: scheduler.running == 0 and scheduler.queued == 0)
+        error = scheduler.take_error("over")
+        assert error is not None
+        assert (error.reason, error.retryable) == ("QuotaExceeded", False)
+        assert scheduler.take_error("over") is None  # handed over once
+        assert scheduler.take_error("fits") is None
+        assert scheduler.view("over") is None
+
+    woken = scheduled(emulator, scenario, slots=1)
+    assert ("ns", "over") in woken
+    assert ("ns", "fits") in woken
