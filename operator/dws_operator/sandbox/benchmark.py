@@ -27,8 +27,8 @@ The figures (`_s`: seconds; None: could not be measured, e.g. not every request 
 - `job_finished_to_zero_p99_s`: the request's Job first seen complete -> its pool at zero
   (autoscaling maximum 0 and no nodes, or deleted) in the emulator, at the end of the
   pool's last operation; `..._bound_p99_s`: the p99 of the least latencies if each pool
-  needed one update operation from its Job's end, `quota` at once, first come first
-  served (the emulator's SetNodePoolAutoscaling to 0 also empties the pool).
+  needed two update operations in a row from its Job's end (cap the autoscaler, resize
+  to zero: neither alone stops the bill on GKE), `quota` at once, first come first served.
 - `wave2_*`: the second wave's creates, updates (autoscaling, size, update calls) and
   deletes GKE accepted, the time until all had capacity requested, and its bound
   (`figures.mixed_bound` of those creates and updates); `wave2_idle_pools_at_start`.
@@ -225,7 +225,10 @@ class Point:
             if (done := finished.get(name)) is not None
         ]
         ends = [t for t in finished.values() if t is not None]
-        bound = queue_latencies(ends, limits.concurrent_operations, update)
+        # Two operations per pool, one after the other: capping the autoscaler (else it
+        # adds nodes back for any pending pod) and resizing to zero (else idle nodes stay
+        # until the autoscaler's 10-minute scale-down delay).
+        bound = queue_latencies(ends, limits.concurrent_operations, 2 * update)
         self.figures |= {
             "jobs_finished": len(ends),
             "pools_at_zero": len(at_zero),
