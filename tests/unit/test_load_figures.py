@@ -142,12 +142,14 @@ def test_emulator_config_runs_each_operation_for_its_scaled_duration() -> None:
     limits = GkeLimits(clock_factor=10.0, concurrent_operations=5)
     config = emulator_config(limits)
     assert config.clusters[0].concurrent_operations_quota == 5
-    assert config.faults["CreateNodePool"].operation_latency_seconds == 4.0
-    assert config.faults["DeleteNodePool"].operation_latency_seconds == 2.0
-    assert config.faults["SetNodePoolAutoscaling"].operation_latency_seconds == 1.0
-    assert config.faults["SetNodePoolSize"].operation_latency_seconds == 1.0
-    # Latency only: no call fails and no operation ends in error.
-    assert all(f.error_rate == 0 and f.operation_error_rate == 0 for f in config.faults.values())
+    assert config.clock_factor == 10.0
+    assert config.operation_durations["CreateNodePool"] == 40.0
+    assert config.operation_durations["DeleteNodePool"] == 20.0
+    assert config.operation_durations["SetNodePoolAutoscaling"] == 10.0
+    assert config.operation_durations["SetNodePoolSize"] == 10.0
+    assert config.operation_seconds("CreateNodePool") == 4.0  # real seconds at 10x
+    # Durations only: no call fails and no operation ends in error.
+    assert config.faults == {}
 
 
 # Judging GKE's state ------------------------------------------------------------

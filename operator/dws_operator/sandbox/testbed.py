@@ -34,7 +34,6 @@ from dws_operator.emulator import (
     ClusterManagerEmulator,
     EmulatorConfig,
     EmulatorThread,
-    MethodFaults,
 )
 from dws_operator.emulator.autoscaler import Autoscaler
 from dws_operator.emulator.config import MethodName
