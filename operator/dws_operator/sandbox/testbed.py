@@ -1,0 +1,248 @@
+"""Everything a load run needs, started and stopped together: the control plane (kwok
+playing the kubelet), Kueue with the sandbox's queues, the GKE emulator with GKE's
+limits on, its autoscaler with capacity switched off until asked, and `dws-operator run`
+as a process of its own, so its CPU and memory can be read alone.
+
+    with Testbed(GkeLimits(clock_factor=10), workdir) as bed:
+        bed.capacity.on()
+        bed.operator_usage()
+
+Time: GKE's operation durations are given in simulated seconds and run `clock_factor`
+times faster (40 simulated seconds of CreateNodePool take 4 real seconds at 10).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from kubernetes import client as k8s
+
+from dws_operator.devcluster import DevCluster, DevClusterOptions
+from dws_operator.devcluster.crds import install_third_party_crds, install_training_request_crd
+from dws_operator.devcluster.kueue import KueueManager
+from dws_operator.devcluster.processes import ChildProcess, free_port
+from dws_operator.emulator import (
+    DEFAULT_CLUSTER,
+    ClusterConfig,
+    ClusterManagerEmulator,
+    EmulatorConfig,
+    EmulatorThread,
+)
+from dws_operator.emulator.autoscaler import Autoscaler
+from dws_operator.emulator.config import MethodName
+from dws_operator.emulator.scenario import CapacityRule, SimScenario
+from dws_operator.emulator.stages import kwok_config
+from dws_operator.kueue_objects import apply_kueue_objects, kueue_objects
+from dws_operator.sandbox.process_usage import Usage, read_usage
+from dws_operator.sandbox.session import QUEUE, QUEUED_QUEUE, sandbox_queues
+
+#: The node pool mutations GKE counts against a cluster's concurrent-operations quota.
+CREATE_METHODS: tuple[MethodName, ...] = ("CreateNodePool",)
+DELETE_METHODS: tuple[MethodName, ...] = ("DeleteNodePool",)
+UPDATE_METHODS: tuple[MethodName, ...] = (
+    "SetNodePoolAutoscaling",
+    "SetNodePoolSize",
+    "UpdateNodePool",
+)
+MUTATIONS = CREATE_METHODS + DELETE_METHODS + UPDATE_METHODS
+OPERATOR_READY_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class GkeLimits:
+    """GKE's limits as the emulator applies them; durations in simulated seconds."""
+
+    clock_factor: float = 10.0
+    concurrent_operations: int = 5
+    #: An empty pool: 30-45 s before GKE's 2026 speed-ups (facts sheet, section 9).
+    create_seconds: float = 40.0
+    #: Deletes and autoscaling/size updates: "seconds to tens of seconds".
+    delete_seconds: float = 20.0
+    update_seconds: float = 10.0
+
+    def real(self, simulated: float) -> float:
+        """Real (wall) seconds of `simulated` seconds at the clock factor."""
+        return simulated / self.clock_factor
+
+    def duration(self, method: MethodName) -> float:
+        """How long one operation of `method` runs, simulated seconds."""
+        if method in CREATE_METHODS:
+            return self.create_seconds
+        if method in DELETE_METHODS:
+            return self.delete_seconds
+        return self.update_seconds
+
+
+def emulator_config(limits: GkeLimits) -> EmulatorConfig:
+    """The emulator with GKE's limits on: its clock runs `clock_factor` times faster and
+    every operation takes its simulated duration."""
+    return EmulatorConfig(
+        clock_factor=limits.clock_factor,
+        operation_latency_seconds=limits.real(limits.update_seconds),
+        operation_durations={method: limits.duration(method) for method in MUTATIONS},
+        clusters=[
+            ClusterConfig(
+                name=DEFAULT_CLUSTER, concurrent_operations_quota=limits.concurrent_operations
+            )
+        ],
+    )
+
+
+class CapacitySwitch:
+    """Capacity for every pool, off (nothing arrives: a stockout everywhere) or on (it
+    arrives at once). The autoscaler reads its scenario's rules on every pass."""
+
+    def __init__(self, scenario: SimScenario) -> None:
+        self.scenario = scenario
+
+    def off(self) -> None:
+        self.scenario.capacity = [CapacityRule(stockout=True)]
+
+    def on(self) -> None:
+        # No rule matches: capacity is there as soon as a scale-up asks for it.
+        self.scenario.capacity = []
+
+
+class Testbed:
+    """The whole sandbox of a load run; `close` (or the context's end) stops all of it."""
+
+    def __init__(self, limits: GkeLimits, workdir: Path, namespace: str = "default") -> None:
+        self.limits = limits
+        self.workdir = workdir
+        self.namespace = namespace
+        self.scenario = SimScenario(clock_factor=limits.clock_factor)
+        self.capacity = CapacitySwitch(self.scenario)
+        self.capacity.off()
+        self._stack = contextlib.ExitStack()
+        self._cluster: DevCluster | None = None
+        self._emulator: ClusterManagerEmulator | None = None
+        self._operator: ChildProcess | None = None
+
+    def __enter__(self) -> Testbed:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stack.close()
+
+    @property
+    def cluster(self) -> DevCluster:
+        if self._cluster is None:
+            raise RuntimeError("the testbed is not running")
+        return self._cluster
+
+    @property
+    def emulator(self) -> ClusterManagerEmulator:
+        if self._emulator is None:
+            raise RuntimeError("the testbed is not running")
+        return self._emulator
+
+    @property
+    def operator(self) -> ChildProcess:
+        if self._operator is None:
+            raise RuntimeError("the testbed is not running")
+        return self._operator
+
+    def api_client(self) -> k8s.ApiClient:
+        """A new client of the testbed's API server, closed with the testbed."""
+        api = self.cluster.api_client()
+        self._stack.callback(api.close)
+        return api
+
+    def operator_usage(self) -> Usage:
+        pid = self.operator.pid
+        if pid is None or self.operator.exited() is not None:
+            raise RuntimeError(f"the operator is not running:\n{self.operator.log_tail()}")
+        return read_usage(pid)
+
+    # Start-up, in dependency order -------------------------------------------
+
+    def _start(self) -> None:
+        stack = self._stack
+        self._cluster = stack.enter_context(
+            DevCluster(
+                DevClusterOptions(
+                    controllers=True,
+                    kwok=True,
+                    stages=kwok_config(),
+                    kubeconfig=self.workdir / "kubeconfig",
+                )
+            )
+        )
+        api = self.api_client()
+        install_training_request_crd(api)
+        # Kueue sets up the ProvisioningRequest check only for APIs served at its start.
+        install_third_party_crds(api)
+        stack.enter_context(KueueManager(self._cluster.kubeconfig))
+        for setup in sandbox_queues(self.namespace):
+            apply_kueue_objects(api, kueue_objects(setup))
+        self._emulator = stack.enter_context(EmulatorThread(emulator_config(self.limits)))
+        stack.enter_context(Autoscaler(self._emulator, self._cluster.kubeconfig, self.scenario))
+        self._operator = self._start_operator()
+
+    def _start_operator(self) -> ChildProcess:
+        emulator, cluster = self.emulator, self.cluster
+        port = free_port()
+        liveness = f"http://127.0.0.1:{port}/healthz"
+        env = {
+            "DWS_GKE_PROJECT": DEFAULT_CLUSTER.split("/")[1],
+            "DWS_GKE_LOCATION": DEFAULT_CLUSTER.split("/")[3],
+            "DWS_GKE_CLUSTER": DEFAULT_CLUSTER.rsplit("/", 1)[-1],
+            "DWS_GKE_ENDPOINT": emulator.endpoint,
+            "DWS_COMPUTE_ENDPOINT": emulator.compute_endpoint,
+            "DWS_KUEUE": "required",
+            "DWS_DEFAULT_QUEUE": QUEUE,
+            "DWS_QUEUED_QUEUE": QUEUED_QUEUE,
+            "DWS_NAMESPACES": self.namespace,
+        }
+        argv = [
+            sys.executable,
+            "-m",
+            "dws_operator",
+            "run",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "--liveness",
+            liveness,
+        ]
+        operator = ChildProcess("dws-operator", argv, self.workdir, env=env)
+        operator.start()
+        self._stack.callback(operator.stop, 30.0)
+        _wait_live(operator, liveness, OPERATOR_READY_TIMEOUT)
+        return operator
+
+
+def _wait_live(process: ChildProcess, url: str, timeout: float) -> None:
+    """Until kopf's liveness endpoint answers 200 (the operator has started), or fail with
+    the operator's log if it exits or does not come up in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.exited() is not None:
+            raise RuntimeError(f"dws-operator exited at start:\n{process.log_tail()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"dws-operator not live after {timeout:g}s:\n{process.log_tail()}")
