@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
 from dws_operator import __version__
-from dws_operator.cli import crd, dev, devcluster, emulator, plan, run
+
+#: Subcommands, each a module of this package with `register(subparsers)`. Only the one
+#: asked for is imported: `dws-operator run` must not load the emulator, the sandbox
+#: or the devcluster's libraries (memory and start-up time of the operator).
+COMMANDS = ("plan", "crd", "devcluster", "emulator", "run", "dev")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -18,24 +23,23 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Every subcommand's parser, or only `only`'s."""
     parser = OneLineParser(
         prog="dws-operator",
         description="Run ML training on GKE's Dynamic Workload Scheduler from one TrainingRequest.",
     )
     parser.add_argument("--version", action="version", version=f"dws-operator {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    plan.register(commands)
-    crd.register(commands)
-    devcluster.register(commands)
-    emulator.register(commands)
-    run.register(commands)
-    dev.register(commands)
+    for name in COMMANDS if only is None else (only,):
+        importlib.import_module(f"dws_operator.cli.{name}").register(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((w for w in words if not w.startswith("-")), None)
+    args = build_parser(chosen if chosen in COMMANDS else None).parse_args(words)
     try:
         result: int = args.run(args)
         sys.stdout.flush()

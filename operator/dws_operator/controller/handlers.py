@@ -93,6 +93,9 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         # Our own transitions are Events; kopf's handler chatter only when it goes wrong.
         settings.posting.level = logging.WARNING
+        # kopf logs every watch event it hands to a handler ("succeeded"): thousands a
+        # minute at scale, all of them normal. Its warnings and errors still show.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
         settings.watching.server_timeout = 300
         api = await connect(str(kubeconfig) if kubeconfig else None)
         kube = KubeApi(api)

@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import IntEnum
 
 from dws_operator.controller.cache import Key
@@ -38,8 +39,15 @@ log = logging.getLogger(__name__)
 
 #: GKE's default cap on a cluster's node pool operations in flight.
 DEFAULT_SLOTS = 5
-#: Between two ListOperations while operations run.
-POLL_SECONDS = 0.5
+#: Between two ListOperations while operations run and none is known to be due sooner;
+#: the cap on how long a late operation goes unlooked at.
+POLL_SECONDS = 2.0
+#: The shortest pause between two looks at a late operation.
+MIN_LOOK_SECONDS = 0.05
+#: A late operation is looked at again after this share of its usual duration.
+LATE_SHARE = 0.1
+#: Weight of the newest duration in the moving average.
+LEARNING = 0.3
 #: After "Too many operations" (someone else holds slots too): first pause, and the cap.
 QUOTA_BACKOFF_SECONDS = (2.0, 30.0)
 #: After another retryable error of one operation: first pause, and the cap.
@@ -70,6 +78,10 @@ class PoolOperation:
     step: int = 0
     order: tuple[int, str, int] = (0, "", 0)
     running: str | None = None
+    #: When the running call was accepted (scheduler clock), and GKE's type for it.
+    started_at: float = 0.0
+    running_type: int = 0
+    looked_at: float = 0.0
     attempts: int = 0
     not_before: float = 0.0
     last_error: GkeError | None = None
@@ -80,6 +92,7 @@ class SchedulerStats:
     started: int = 0
     too_many_operations: int = 0
     max_running: int = 0
+    looks: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
 
 
@@ -110,6 +123,8 @@ class OperationScheduler:
         self._kick = asyncio.Event()
         self._running_changed = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Seconds GKE took lately, by operation type.
+        self._durations: dict[int, float] = {}
         self.stats = SchedulerStats()
 
     # -- what reconcile passes use ----------------------------------------------------
@@ -227,6 +242,8 @@ class OperationScheduler:
                 started = await operation.steps[operation.step]()
                 if started is not None:
                     operation.running = started.name
+                    operation.started_at = operation.looked_at = self._clock()
+                    operation.running_type = int(started.operation_type)
                     self._count_start(operation)
                     self._running_changed.set()
                     return
@@ -280,7 +297,7 @@ class OperationScheduler:
     async def _finished(self, operation: PoolOperation, error: GkeError | None) -> None:
         """Done (or failed in GKE): see the result in the snapshot, then free the slot."""
         try:
-            await self.snapshot.refresh(since=self._clock())
+            await self.snapshot.refresh_pool(operation.pool)
         except GkeError as refresh_error:
             log.warning("listing node pools after an operation: %s", refresh_error)
         pool = operation.pool
@@ -296,18 +313,23 @@ class OperationScheduler:
         self._kick.set()
 
     async def _follow(self) -> None:
-        """One ListOperations per `poll` while operations run; on when one is done."""
+        """ListOperations when an operation is due to be done: at its start plus how long
+        GKE took for that kind lately (from GKE's own start and end times), then more
+        often the later it runs. One call serves every running operation."""
         while True:
-            if self._running_count() == 0:
-                self._running_changed.clear()
-                await self._running_changed.wait()
+            wait = self._next_look()
+            self._running_changed.clear()
+            if wait is None or wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._running_changed.wait(), wait)
                 continue
-            await asyncio.sleep(self.poll)
             try:
                 listed = {op.name: op for op in await self.gke.list_operations()}
             except GkeError as error:
                 log.warning("listing operations failed: %s", error)
+                await asyncio.sleep(self.poll)
                 continue
+            self.stats.looks += 1
             for pool in list(self._active):
                 operation = self._ops[pool]
                 if operation.running is None:
@@ -321,8 +343,41 @@ class OperationScheduler:
                         log.warning("reading operation %s: %s", operation.running, error)
                         continue
                 if current.status == Operation.Status.DONE:
-                    operation.running = None  # seen done once, not again next poll
+                    self._learn(current)
+                    operation.running = None  # seen done once, not again next look
                     self._spawn(self._next_step(operation, current))
+                else:
+                    operation.looked_at = self._clock()
+
+    def _next_look(self) -> float | None:
+        """Seconds until the next ListOperations (<= 0: now); None: nothing runs."""
+        running = [self._ops[p] for p in self._active if self._ops[p].running is not None]
+        if not running:
+            return None
+        now = self._clock()
+        due = min(self._due(operation, now) for operation in running)
+        return due - now
+
+    def _due(self, operation: PoolOperation, now: float) -> float:
+        expected = self._durations.get(operation.running_type, self.poll)
+        done_at = operation.started_at + expected
+        if operation.looked_at < done_at:
+            return done_at
+        # Later than usual: look again after a tenth of its usual time (within bounds).
+        late = min(max(expected * LATE_SHARE, MIN_LOOK_SECONDS), self.poll)
+        return operation.looked_at + late
+
+    def _learn(self, done: Operation) -> None:
+        """How long GKE took, by operation type (a moving average of its own times)."""
+        try:
+            start = datetime.fromisoformat(done.start_time.replace("Z", "+00:00"))
+            end = datetime.fromisoformat(done.end_time.replace("Z", "+00:00"))
+        except ValueError:
+            return
+        took = max((end - start).total_seconds(), 0.0)
+        kind = int(done.operation_type)
+        known = self._durations.get(kind)
+        self._durations[kind] = took if known is None else known + LEARNING * (took - known)
 
     async def _next_step(self, operation: PoolOperation, done: Operation) -> None:
         if done.error.code:

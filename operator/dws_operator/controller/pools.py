@@ -37,8 +37,12 @@ class PoolSnapshot:
         self._clock = clock
         self._pools: dict[str, NodePool] = {}
         self._listed_at: float | None = None
+        #: Pools read one by one, and when: a listing begun before must not undo them.
+        self._read_at: dict[str, float] = {}
         self._lock = asyncio.Lock()
         self.listings = 0
+        #: Goes up whenever any pool changed (by a listing or a single read).
+        self.version = 0
 
     @property
     def listed(self) -> bool:
@@ -60,6 +64,13 @@ class PoolSnapshot:
             started = self._clock()
             listed = {pool.name: pool for pool in await self.gke.list_pools()}
             self.listings += 1
+            for name, read_at in self._read_at.items():
+                if read_at > started:
+                    # Read on its own after this listing began: the newer word stands.
+                    if name in self._pools:
+                        listed[name] = self._pools[name]
+                    else:
+                        listed.pop(name, None)
             changed = [
                 name
                 for name in self._pools.keys() | listed.keys()
@@ -67,8 +78,25 @@ class PoolSnapshot:
             ]
             self._pools = listed
             self._listed_at = started
+            self._read_at = {n: t for n, t in self._read_at.items() if t > started}
         if changed:
+            self.version += 1
             self.on_change(changed)
+
+    async def refresh_pool(self, name: str) -> None:
+        """Read one pool again (after an operation on it is done): cheaper than a listing,
+        and what the pool's request waits for."""
+        started = self._clock()
+        pool = await self.gke.get(name)
+        self._read_at[name] = started
+        before = self._pools.get(name)
+        if pool is None:
+            self._pools.pop(name, None)
+        else:
+            self._pools[name] = pool
+        if before != pool:
+            self.version += 1
+            self.on_change([name])
 
     async def run(self) -> None:
         """Refresh every `interval` seconds, riding out GKE errors (with a log line)."""

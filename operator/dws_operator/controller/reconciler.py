@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.auth.exceptions import GoogleAuthError
 
+import dws_operator.gke as gke_lazy
 from dws_operator.api import Phase, TrainingRequestStatus
 from dws_operator.controller.cache import Key
 from dws_operator.controller.kube import WorkloadRejected
@@ -23,10 +24,8 @@ from dws_operator.controller.operations import PoolOperation, Priority, Step
 from dws_operator.errors import InvalidSpec
 from dws_operator.gke import (
     GkeError,
-    WorkloadPolicyClient,
     owned_by,
     pool_labels,
-    region_of,
     render_node_pool,
 )
 from dws_operator.gke.shapes import SHAPE_LABEL, shape_of
@@ -50,6 +49,9 @@ from dws_operator.reconcile import (
     failed,
 )
 from dws_operator.reconcile.decide import planned, pool_name_for, pool_names_for, slices_of
+
+if TYPE_CHECKING:
+    from dws_operator.gke.policies import WorkloadPolicyClient
 
 log = logging.getLogger(__name__)
 
@@ -247,14 +249,16 @@ class Reconciler:
                     lambda: gke.cap_autoscaling(name),
                     lambda: gke.resize_to_zero(name),
                 )
+                # Releases are served as they come (the bill stops in the order work
+                # ended); creates by request age.
                 operations.submit(
-                    PoolOperation(name, "ScaleDown", key, Priority.RELEASE, created, steps)
+                    PoolOperation(name, "ScaleDown", key, Priority.RELEASE, "", steps)
                 )
             case DeleteNodePool(name=name):
                 gke = self.sources.mutations
                 operations.submit(
                     PoolOperation(
-                        name, "Delete", key, Priority.RELEASE, created, (lambda: gke.delete(name),)
+                        name, "Delete", key, Priority.RELEASE, "", (lambda: gke.delete(name),)
                     )
                 )
             case CreateService(manifest=manifest):
@@ -307,7 +311,7 @@ class Reconciler:
                 message=f"{plan.accelerator} slices need a Compute workload policy, and this "
                 "operator has no Compute client",
             )
-        region = region_of(self.config.location)
+        region = gke_lazy.region_of(self.config.location)  # loads Compute: Ironwood only
         return await self._policies.ensure_workload_policy(region, placement.tpu_topology)
 
 

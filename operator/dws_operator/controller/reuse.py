@@ -174,8 +174,8 @@ class PoolShelf:
         return (body.get("status") or {}).get("phase") in _FINISHED
 
     def _index(self) -> None:
-        """Pools by shape, rebuilt when GKE listed them again."""
-        if self._indexed_at == self.snapshot.listings:
+        """Pools by shape, rebuilt when the snapshot changed."""
+        if self._indexed_at == self.snapshot.version:
             return
         by_shape: dict[str, list[str]] = {}
         for name in sorted(self.snapshot.names()):
@@ -184,4 +184,4 @@ class PoolShelf:
             if shape is not None:
                 by_shape.setdefault(shape, []).append(name)
         self._by_shape = by_shape
-        self._indexed_at = self.snapshot.listings
+        self._indexed_at = self.snapshot.version

@@ -9,10 +9,11 @@ import logging
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes.aio.client.exceptions import ApiException
 
+import dws_operator.gke as gke_lazy
 from dws_operator.api import PLURAL, TrainingRequestStatus
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.cache import Key, KubeCache, key_of
@@ -24,13 +25,16 @@ from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.controller.reconciler import Reconciler
 from dws_operator.controller.reuse import PoolShelf
 from dws_operator.controller.workqueue import WorkQueue, run_workers
-from dws_operator.gke import GkeError, NodePoolClient, WorkloadPolicyClient, connect_compute
+from dws_operator.gke import GkeError, NodePoolClient
 from dws_operator.gke import connect as connect_gke
 from dws_operator.gke.client import RetryPolicy
 from dws_operator.multislice import JOBSET_NAME_LABEL, JOBSET_PLURAL
 from dws_operator.reconcile import ReconcileConfig, RequestView
 from dws_operator.reconcile.decide import TERMINAL, pool_names_for
 from dws_operator.workload import REQUEST_LABEL
+
+if TYPE_CHECKING:
+    from dws_operator.gke.policies import WorkloadPolicyClient
 
 log = logging.getLogger(__name__)
 
@@ -242,8 +246,9 @@ def build_controller(
     scheduler = OperationScheduler(mutations, snapshot, queue.add, slots=config.gke_operation_slots)
 
     def policies() -> WorkloadPolicyClient:
-        holder[0].compute = connect_compute(config.compute_endpoint)
-        return WorkloadPolicyClient(holder[0].compute, config.project)
+        # The Compute library loads here, on first use: only Ironwood slices need it.
+        holder[0].compute = gke_lazy.connect_compute(config.compute_endpoint)
+        return gke_lazy.WorkloadPolicyClient(holder[0].compute, config.project)
 
     shelf = PoolShelf(snapshot, cache, scheduler, idle_seconds=config.pool_idle_seconds)
     reconciler = Reconciler(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import grpc
@@ -51,7 +51,11 @@ PENDING_SHARE = 0.2
 
 
 def now_rfc3339() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return rfc3339(datetime.now(UTC))
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass
@@ -108,6 +112,9 @@ class OperationRecord:
     on_success: Callable[[], None]
     on_failure: Callable[[], None]
     error: status_pb2.Status | None = None
+    #: When the operation ends, as GKE reports it (`end_time`): its start plus its
+    #: duration, not the moment a caller happened to look (time here moves lazily).
+    ends: str = ""
 
     @property
     def path(self) -> str:
@@ -230,6 +237,7 @@ class ClusterManagerState:
         error: status_pb2.Status | None = None,
     ) -> Operation:
         started = self.clock()
+        wall = datetime.now(UTC)
         location = cluster.config.location
         op_id = f"operation-{int(datetime.now(UTC).timestamp() * 1000)}-{next(self._ids):08x}"
         target = f"{API_ROOT}/{cluster.path}" + (f"/nodePools/{pool.pool.name}" if pool else "")
@@ -241,7 +249,7 @@ class ClusterManagerState:
             status=PENDING,
             self_link=f"{API_ROOT}/{cluster.parent}/operations/{op_id}",
             target_link=target,
-            start_time=now_rfc3339(),
+            start_time=rfc3339(wall),
         )
         record = OperationRecord(
             operation=operation,
@@ -254,6 +262,7 @@ class ClusterManagerState:
             on_success=on_success,
             on_failure=on_failure,
             error=error,
+            ends=rfc3339(wall + timedelta(seconds=latency)),
         )
         self.operations.append(record)
         cluster.in_flight += 1
@@ -277,7 +286,7 @@ class ClusterManagerState:
     def _finish(self, record: OperationRecord) -> None:
         operation = record.operation
         operation.status = DONE
-        operation.end_time = now_rfc3339()
+        operation.end_time = record.ends
         record.cluster.in_flight -= 1
         if record.error is None:
             record.on_success()

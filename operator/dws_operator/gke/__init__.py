@@ -4,6 +4,9 @@
 workload policies that tpu7x multi-host pools are placed with.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from dws_operator.gke.client import (
     ENDPOINT_ENV,
     ClusterRef,
@@ -16,16 +19,37 @@ from dws_operator.gke.client import (
 )
 from dws_operator.gke.errors import GkeError, classify, classify_status
 from dws_operator.gke.labels import UID_LABEL, owned_by, pool_labels
-from dws_operator.gke.policies import (
-    COMPUTE_ENDPOINT_ENV,
-    ComputeApis,
-    WorkloadPolicyClient,
-    compute_endpoint_from_env,
-    connect_compute,
-    region_of,
-    workload_policy_name,
-)
 from dws_operator.gke.render import render_node_pool
+
+if TYPE_CHECKING:
+    from dws_operator.gke.policies import (
+        COMPUTE_ENDPOINT_ENV,
+        ComputeApis,
+        WorkloadPolicyClient,
+        compute_endpoint_from_env,
+        connect_compute,
+        region_of,
+        workload_policy_name,
+    )
+
+#: Served by `policies`, imported on first use: the Compute client library it needs
+#: costs about 95 MiB and a second at start-up, and only Ironwood slices use it.
+_POLICIES = (
+    "COMPUTE_ENDPOINT_ENV",
+    "ComputeApis",
+    "WorkloadPolicyClient",
+    "compute_endpoint_from_env",
+    "connect_compute",
+    "region_of",
+    "workload_policy_name",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _POLICIES:
+        return getattr(importlib.import_module("dws_operator.gke.policies"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "COMPUTE_ENDPOINT_ENV",

@@ -113,8 +113,16 @@ class CapacitySwitch:
 class Testbed:
     """The whole sandbox of a load run; `close` (or the context's end) stops all of it."""
 
-    def __init__(self, limits: GkeLimits, workdir: Path, namespace: str = "default") -> None:
+    def __init__(
+        self,
+        limits: GkeLimits,
+        workdir: Path,
+        namespace: str = "default",
+        operator_env: dict[str, str] | None = None,
+    ) -> None:
         self.limits = limits
+        #: More DWS_* settings for the operator (e.g. a shorter GKE refresh interval).
+        self.operator_env = dict(operator_env or {})
         self.workdir = workdir
         self.namespace = namespace
         self.scenario = SimScenario(clock_factor=limits.clock_factor)
@@ -213,6 +221,7 @@ class Testbed:
             "DWS_DEFAULT_QUEUE": QUEUE,
             "DWS_QUEUED_QUEUE": QUEUED_QUEUE,
             "DWS_NAMESPACES": self.namespace,
+            **self.operator_env,
         }
         argv = [
             sys.executable,
