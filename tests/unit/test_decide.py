@@ -43,7 +43,7 @@ from dws_operator.reconcile import (
 )
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.conditions import set_condition
-from dws_operator.reconcile.decide import RUNNING_POLL_SECONDS, planned
+from dws_operator.reconcile.decide import DRAIN_SECONDS, RUNNING_POLL_SECONDS, planned
 from dws_operator.workload import (
     MAX_RUN_ANNOTATION,
     QUEUE_LABEL,
@@ -1734,3 +1734,23 @@ def test_our_pool_capped_at_zero_before_the_work_gets_its_ceiling_back() -> None
         dataclasses.replace(observed(GPU_ONE, status, pool=pool), operations={idle: running})
     )
     assert again.actions == []
+
+
+def test_nodes_still_going_after_a_scale_down_are_given_their_time() -> None:
+    """Right after a scale-down the Node objects lag GKE's VMs: no second resize then,
+    and ScaledDown waits for them; past the drain window a pool still showing Nodes is
+    resized again (level-triggered)."""
+    status = status_at(Phase.RUNNING, started=T0)
+    done = job_view(complete=True, succeeded=4)
+    zero = pool_for(MULTI, max_nodes=0)
+    lagging = dataclasses.replace(
+        observed(MULTI, status, pool=zero, job=done),
+        nodes_by_pool={POOL: 2},
+        draining=frozenset({POOL}),
+    )
+    d = run(lagging)
+    assert d.actions == []
+    assert d.status.scaled_down_at is None
+    assert d.requeue_after == DRAIN_SECONDS
+    later = run(dataclasses.replace(lagging, draining=frozenset()))
+    assert later.actions == [ScaleNodePoolToZero(POOL)]

@@ -23,7 +23,12 @@ from dws_operator.errors import InvalidSpec
 from dws_operator.gke import NodePoolClient, owned_by
 from dws_operator.multislice import JOBSET_KIND
 from dws_operator.reconcile import JobView, Observed, PoolState, PoolView, RequestView
-from dws_operator.reconcile.decide import planned, pool_names_for, workload_kind
+from dws_operator.reconcile.decide import (
+    DRAIN_SECONDS,
+    planned,
+    pool_names_for,
+    workload_kind,
+)
 from dws_operator.workload import DISRUPTION_CONDITION, job_name, needs_service, service_name
 
 log = logging.getLogger(__name__)
@@ -217,12 +222,20 @@ async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
         ),
         cluster_version=version,
         operations=operations,
+        draining=frozenset(
+            name
+            for name in pool_names
+            if sources.operations.done_lately(name, "ScaleDown", DRAIN_SECONDS)
+        ),
         takeover=bool(
             request.status.node_pool
             and request.status.node_pool.reused
             and views[0] is not None
             and not views[0].ours
-            and sources.shelf.free_for(pool_names[0], key)
+            and (
+                sources.operations.owner(pool_names[0]) == key
+                or sources.shelf.free_for(pool_names[0], key)
+            )
         ),
         create_position=(
             sources.operations.position_for(Priority.CREATE, created)

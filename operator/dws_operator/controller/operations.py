@@ -46,6 +46,8 @@ POLL_SECONDS = 2.0
 MIN_LOOK_SECONDS = 0.05
 #: A late operation is looked at again after this share of its usual duration.
 LATE_SHARE = 0.1
+#: How long `done_lately` remembers an operation.
+DONE_MEMORY_SECONDS = 600.0
 #: Weight of the newest duration in the moving average.
 LEARNING = 0.3
 #: After "Too many operations" (someone else holds slots too): first pause, and the cap.
@@ -123,6 +125,8 @@ class OperationScheduler:
         self._kick = asyncio.Event()
         self._running_changed = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        #: The last operation each pool saw end well, and when (pruned as it is read).
+        self._done_at: dict[str, tuple[str, float]] = {}
         #: Seconds GKE took lately, by operation type.
         self._durations: dict[int, float] = {}
         self.stats = SchedulerStats()
@@ -171,6 +175,16 @@ class OperationScheduler:
         if ahead == 0 and len(self._active) < self.slots:
             return 0
         return ahead + 1
+
+    def done_lately(self, pool: str, kind: str, within: float) -> bool:
+        """Whether an operation of `kind` on `pool` ended well less than `within` s ago."""
+        done = self._done_at.get(pool)
+        if done is None:
+            return False
+        if self._clock() - done[1] > DONE_MEMORY_SECONDS:
+            del self._done_at[pool]
+            return False
+        return done[0] == kind and self._clock() - done[1] < within
 
     def take_error(self, pool: str) -> GkeError | None:
         """The terminal error an operation on `pool` ended with, once."""
@@ -303,6 +317,8 @@ class OperationScheduler:
         pool = operation.pool
         self._active.discard(pool)
         self._quota_pause = 0.0
+        if error is None:
+            self._done_at[pool] = (operation.kind, self._clock())
         if self._ops.get(pool) is operation:
             del self._ops[pool]
         if error is not None:

@@ -150,7 +150,9 @@ class Reconciler:
         name = str(binding.get("name") or "")
         pool = self.sources.pools.get(name)
         uid = str((body.get("metadata") or {}).get("uid") or "")
-        if pool is None or owned_by(pool, uid) or self.sources.shelf.free_for(name, key):
+        if pool is None or owned_by(pool, uid) or self.sources.operations.owner(name) == key:
+            return body  # ours, or being made ours (GKE shows it RECONCILING meanwhile)
+        if self.sources.shelf.free_for(name, key):
             return body
         log.warning("%s/%s: node pool %s is no longer free to take over", *key, name)
         updated = await self.kube.patch_status(*key, {"nodePool": None})

@@ -55,6 +55,9 @@ from dws_operator.workload import (
 )
 
 TERMINAL = (Phase.SUCCEEDED, Phase.FAILED)
+#: After a pool was scaled to zero, its Nodes are given this long to go before it is
+#: resized again (GKE deletes the VMs, then the Node objects disappear).
+DRAIN_SECONDS = 120.0
 #: How soon to look again after a step whose result no watch reports (a restart).
 FOLLOW_SECONDS = 2.0
 #: How soon to look again while the Job runs, with nothing changing. Every change that
@@ -565,8 +568,13 @@ def _clean_up(run: _Run, spec: TrainingRequestSpec) -> Decision:
             nodes = observed.nodes_by_pool
             scaling = [p for p in ours if p.max_nodes > 0 or nodes.get(p.name, 0) > 0]
             for pool in scaling:
-                if pool.name not in observed.operations:
+                draining = pool.max_nodes == 0 and pool.name in observed.draining
+                if pool.name not in observed.operations and not draining:
                     run.act(ScaleNodePoolToZero(pool.name))
+            if any(p.name in observed.draining for p in scaling):
+                # Their Node objects' removal wakes the request; this is the backstop
+                # after which a pool still showing Nodes is resized again.
+                run.decision.requeue_after = DRAIN_SECONDS
             if not scaling:
                 names = _pool_list([p.name for p in ours])
                 verb = "has" if len(ours) == 1 else "have"
@@ -584,8 +592,10 @@ def _clean_up(run: _Run, spec: TrainingRequestSpec) -> Decision:
     ):
         gone = "node pool deleted" if len(pools) == 1 else "node pools deleted"
         _scaled_down(run, "Deleted", gone)
-    # Pool operations and Job deletions wake the request when done: no timer needed.
-    run.decision.requeue_after = None
+    # Pool operations and Job deletions wake the request when done: no timer needed
+    # (except to give draining Nodes their time, set above).
+    if run.decision.requeue_after != DRAIN_SECONDS:
+        run.decision.requeue_after = None
     return run.decision
 
 

@@ -114,6 +114,9 @@ class Observed:
     create_position: int = 0
     #: The pool the status names is another request's idle pool, free to take over.
     takeover: bool = False
+    #: Pools scaled to zero a moment ago whose Nodes may still be on their way out
+    #: (GKE removes the VMs, then their Node objects go): not to be resized again yet.
+    draining: frozenset[str] = frozenset()
     #: Extra facts the shell learned (for messages), e.g. the last GKE error.
     notes: Mapping[str, str] = field(default_factory=dict)
 
