@@ -172,13 +172,39 @@ def test_a_terminal_error_is_handed_to_its_request_and_frees_the_slot(
         scheduler.submit(creation(gke, "fits", "2026-11-23T10:00:00Z", "fits"))
         scheduler.submit(creation(gke, "over", "2026-11-23T10:00:01Z", "over"))
         await until(lambda: scheduler.running == 0 and scheduler.queued == 0)
-        error = scheduler.take_error("over")
+        assert scheduler.take_error("over", ("ns", "someone-else")) is None  # not theirs
+        scheduler.submit(creation(gke, "over", "2026-11-23T10:00:01Z", "over"))
+        await until(lambda: scheduler.running == 0 and scheduler.queued == 0)
+        error = scheduler.take_error("over", ("ns", "over"))
         assert error is not None
         assert (error.reason, error.retryable) == ("QuotaExceeded", False)
-        assert scheduler.take_error("over") is None  # handed over once
-        assert scheduler.take_error("fits") is None
+        assert scheduler.take_error("over", ("ns", "over")) is None  # handed over once
+        assert scheduler.take_error("fits", ("ns", "fits")) is None
         assert scheduler.view("over") is None
 
     woken = scheduled(emulator, scenario, slots=1)
     assert ("ns", "over") in woken
     assert ("ns", "fits") in woken
+
+
+def test_a_create_not_started_can_be_called_off_by_its_request_only(
+    make_emulator: MakeEmulator,
+) -> None:
+    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=LATENCY))
+
+    async def scenario(
+        scheduler: OperationScheduler, gke: NodePoolClient, _: list[tuple[str, str]]
+    ) -> None:
+        scheduler.submit(creation(gke, "first", "2026-11-23T10:00:00Z", "first"))
+        scheduler.submit(creation(gke, "second", "2026-11-23T10:00:01Z", "second"))
+        await until(lambda: scheduler.running == 1)
+        scheduler.cancel("second", ("ns", "someone-else"))
+        assert scheduler.view("second") is not None
+        scheduler.cancel("second", ("ns", "second"))
+        assert scheduler.view("second") is None
+        scheduler.cancel("first", ("ns", "first"))  # started in GKE: it runs to its end
+        assert scheduler.view("first") is not None
+        await until(lambda: scheduler.running == 0 and scheduler.queued == 0)
+
+    scheduled(emulator, scenario, slots=1)
+    assert [c.request.node_pool.name for c in emulator.calls_for("CreateNodePool")] == ["first"]

@@ -20,6 +20,7 @@ from dws_operator.api import (
 from dws_operator.naming import default_node_pool_name
 from dws_operator.planning import SlicePlan, plan_slice
 from dws_operator.reconcile import (
+    CancelPoolOperation,
     CreateJob,
     CreateNodePool,
     CreateService,
@@ -1754,3 +1755,36 @@ def test_nodes_still_going_after_a_scale_down_are_given_their_time() -> None:
     assert d.requeue_after == DRAIN_SECONDS
     later = run(dataclasses.replace(lagging, draining=frozenset()))
     assert later.actions == [ScaleNodePoolToZero(POOL)]
+
+
+@pytest.mark.parametrize("kind", ["Create", "TakeOver"])
+def test_a_deleted_request_calls_off_its_pool_operation_not_yet_started(kind: str) -> None:
+    """Else the pool would be made after the request is gone, for nobody."""
+    status = status_at(Phase.PROVISIONING, MULTI, job=None)
+    queued = OperationView(kind=kind, running=False, position=400, queued=900, slots=5)
+    obs = dataclasses.replace(observed(MULTI, status, deleting=True), operations={POOL: queued})
+    d = run(obs)
+    assert d.actions == [CancelPoolOperation(POOL)]
+    assert d.released is False
+    gone = run(dataclasses.replace(obs, operations={}))
+    assert gone.released is True
+
+
+def test_a_deleted_request_waits_for_a_create_already_running() -> None:
+    status = status_at(Phase.PROVISIONING, MULTI, job=None)
+    running = OperationView(kind="Create", running=True)
+    d = run(dataclasses.replace(observed(MULTI, status, deleting=True), operations={POOL: running}))
+    assert d.actions == []
+    assert d.released is False  # the pool shows when the create ends, then it is deleted
+
+
+def test_a_timed_out_request_records_no_deletion_while_its_create_is_queued() -> None:
+    body = with_(MULTI, provisioning={"maxWaitDuration": "1h"})
+    status = status_at(Phase.PROVISIONING, body, job=None)
+    queued = OperationView(kind="Create", running=False, position=3, queued=9, slots=5)
+    later = T0 + timedelta(hours=2)
+    d = run(dataclasses.replace(observed(body, status, now=later), operations={POOL: queued}))
+    assert d.status.phase == Phase.FAILED
+    assert d.actions == [CancelPoolOperation(POOL)]
+    assert d.status.scaled_down_at is None
+    assert cond.condition(d.status.conditions, cond.SCALED_DOWN) is None

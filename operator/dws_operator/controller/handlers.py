@@ -82,7 +82,9 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
-    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    async def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # Async: kopf runs sync handlers in a thread pool, a thread (and its malloc
+        # arena) kept for the operator's whole life for one call at start-up.
         if kubeconfig is not None:
             return _connection_from_kubeconfig(kubeconfig)
         if os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -97,6 +99,10 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
         # minute at scale, all of them normal. Its warnings and errors still show.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
         settings.watching.server_timeout = 300
+        # kopf holds each object's events this long to batch them before a handler
+        # sees them (0.1 s by default): our handlers only update a cache and wake the
+        # work queue, which dedups on its own, so a short window keeps intake quick.
+        settings.batching.batch_window = 0.01
         api = await connect(str(kubeconfig) if kubeconfig else None)
         kube = KubeApi(api)
         try:

@@ -118,7 +118,8 @@ class OperationScheduler:
         #: Queued operations by `order` (kept sorted: positions are bisections).
         self._queue: list[tuple[tuple[int, str, int], str]] = []
         self._active: set[str] = set()
-        self._errors: dict[str, GkeError] = {}
+        #: Terminal errors by pool, with the request they are for.
+        self._errors: dict[str, tuple[Key, GkeError]] = {}
         self._seq = itertools.count()
         self._quota_pause = 0.0
         self._paused_until = 0.0
@@ -164,6 +165,12 @@ class OperationScheduler:
             retrying=message,
         )
 
+    def cancel(self, pool: str, owner: Key) -> None:
+        """Drop `owner`'s operation on `pool` if it has not started in GKE yet."""
+        operation = self._ops.get(pool)
+        if operation is not None and operation.owner == owner and pool not in self._active:
+            self._dequeue(operation)
+
     def owner(self, pool: str) -> Key | None:
         """The request whose operation on `pool` is queued or running."""
         operation = self._ops.get(pool)
@@ -186,9 +193,11 @@ class OperationScheduler:
             return False
         return done[0] == kind and self._clock() - done[1] < within
 
-    def take_error(self, pool: str) -> GkeError | None:
-        """The terminal error an operation on `pool` ended with, once."""
-        return self._errors.pop(pool, None)
+    def take_error(self, pool: str, owner: Key) -> GkeError | None:
+        """The terminal error `owner`'s operation on `pool` ended with, once. Another
+        request's (a sweep's delete, an old holder's) is not handed to it, and goes."""
+        found = self._errors.pop(pool, None)
+        return found[1] if found is not None and found[0] == owner else None
 
     @property
     def running(self) -> int:
@@ -231,6 +240,7 @@ class OperationScheduler:
                 continue
             del self._queue[index]
             self._woken_by_position(index)
+            self.wake(operation.owner)  # its status: no longer waiting for a slot
             self._active.add(pool)
             self._spawn(self._start(operation))
         return soonest
@@ -288,7 +298,7 @@ class OperationScheduler:
         operation.running = None
         if not error.retryable:
             log.warning("%s of node pool %s failed: %s", operation.kind, pool, error)
-            self._errors[pool] = error
+            self._errors[pool] = (operation.owner, error)
             del self._ops[pool]
         else:
             now = self._clock()
@@ -324,7 +334,7 @@ class OperationScheduler:
         if error is not None:
             log.warning("%s of node pool %s failed: %s", operation.kind, pool, error)
             if not error.retryable:
-                self._errors[pool] = error
+                self._errors[pool] = (operation.owner, error)
         self.wake(operation.owner)
         self._kick.set()
 
@@ -347,16 +357,20 @@ class OperationScheduler:
                 continue
             self.stats.looks += 1
             for pool in list(self._active):
-                operation = self._ops[pool]
-                if operation.running is None:
+                # Others may have finished meanwhile (this loop awaits GKE below).
+                operation = self._ops.get(pool)
+                if operation is None or pool not in self._active or operation.running is None:
                     continue
                 current = listed.get(operation.running)
                 if current is None:
-                    # Past GKE's listing window: ask for it by name.
+                    # Past GKE's listing window (or started after it): ask by name.
                     try:
                         current = await self.gke.operation(operation.running)
                     except GkeError as error:
                         log.warning("reading operation %s: %s", operation.running, error)
+                        operation.looked_at = self._clock()  # late looks, not a hot loop
+                        continue
+                    if operation.running is None or current.name != operation.running:
                         continue
                 if current.status == Operation.Status.DONE:
                     self._learn(current)

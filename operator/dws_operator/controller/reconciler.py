@@ -9,8 +9,9 @@ scheduler, which starts them within GKE's limits; the pass never waits on GKE.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from google.auth.exceptions import GoogleAuthError
@@ -33,6 +34,7 @@ from dws_operator.multislice import JOBSET_KIND
 from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import (
     Action,
+    CancelPoolOperation,
     CreateJob,
     CreateNodePool,
     CreateService,
@@ -81,6 +83,7 @@ class Reconciler:
         self._connect_policies = policies
         self._policies: WorkloadPolicyClient | None = None
         self.passes = 0
+        self._posting: set[asyncio.Task[None]] = set()
 
     async def reconcile(self, key: Key) -> Decision | None:
         """One pass over the request as the caches know it; None when there is nothing
@@ -111,9 +114,20 @@ class Reconciler:
             body = await self._write_status(body, observed.request, decision.status)
         if decision.released:
             await self._set_finalizers(body, [f for f in finalizers if f != FINALIZER])
+            # Gone from the API once its last finalizer is: not kept in the cache (the
+            # DELETED event may have come already and would not come again).
+            self.cache.remove_request(key)
+            self.sources.shelf.release(key)
         for event in decision.events:
-            await self.kube.post_event(body, event.type, event.reason, event.message)
+            # Not awaited: an Event is for people, and the next request need not wait
+            # for it (post_event logs its own failures).
+            self._spawn(self.kube.post_event(body, event.type, event.reason, event.message))
         return decision
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._posting.add(task)
+        task.add_done_callback(self._posting.discard)
 
     async def _reuse_idle_pool(self, key: Key, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """Before a request's pool is created: an idle pool of its shape, if there is
@@ -152,6 +166,8 @@ class Reconciler:
         uid = str((body.get("metadata") or {}).get("uid") or "")
         if pool is None or owned_by(pool, uid) or self.sources.operations.owner(name) == key:
             return body  # ours, or being made ours (GKE shows it RECONCILING meanwhile)
+        if pool.status != pool.Status.RUNNING:
+            return body  # an operation on it (ours, before a restart?): wait it out
         if self.sources.shelf.free_for(name, key):
             return body
         log.warning("%s/%s: node pool %s is no longer free to take over", *key, name)
@@ -190,7 +206,7 @@ class Reconciler:
         """A create GKE refused for good (quota, stockout, invalid): the request fails."""
         operations = self.sources.operations
         for pool in pool_names_for(observed.request):
-            error = operations.take_error(pool)
+            error = operations.take_error(pool, (observed.request.namespace, observed.request.name))
             if error is not None and not observed.request.deleting:
                 log.warning("%s: node pool %s: %s", _name(observed.request), pool, error)
                 return failed(observed, error.reason, error.message)
@@ -245,6 +261,8 @@ class Reconciler:
                 operations.submit(
                     PoolOperation(name, "TakeOver", key, Priority.CREATE, created, takeover)
                 )
+            case CancelPoolOperation(name=name):
+                operations.cancel(name, key)
             case ScaleNodePoolToZero(name=name):
                 gke = self.sources.mutations
                 steps: tuple[Step, ...] = (

@@ -23,7 +23,7 @@ from dws_operator.controller.cache import Key, KubeCache
 from dws_operator.controller.operations import OperationScheduler
 from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.gke.client import NodePool
-from dws_operator.gke.labels import UID_LABEL
+from dws_operator.gke.labels import NAMESPACE_LABEL, UID_LABEL
 from dws_operator.gke.shapes import shape_label
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,11 @@ class PoolShelf:
         scheduler: OperationScheduler,
         idle_seconds: float = IDLE_SECONDS,
         clock: Callable[[], float] = time.time,
+        namespaces: tuple[str, ...] = (),
     ) -> None:
+        #: The namespaces this operator serves (empty: all). A pool of a request in any
+        #: other is another operator's business: never taken over nor swept from here.
+        self.namespaces = namespaces
         self.snapshot = snapshot
         self.cache = cache
         self.scheduler = scheduler
@@ -148,6 +152,9 @@ class PoolShelf:
 
     def _idle(self, name: str, pool: NodePool, key: Key | None) -> bool:
         if shape_label(pool) is None or pool.status != NodePool.Status.RUNNING:
+            return False
+        labels = pool.config.resource_labels
+        if self.namespaces and labels.get(NAMESPACE_LABEL) not in self.namespaces:
             return False
         if _ceiling(pool) > 0 or self.cache.node_counts.get(name, 0) > 0:
             return False

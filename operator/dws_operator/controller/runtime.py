@@ -7,7 +7,7 @@ import asyncio
 import functools
 import logging
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 WORKERS = 16
 #: Every request not yet finished is looked at this often even if nothing changed.
 RESYNC_SECONDS = 300.0
+#: Pause before a background loop that failed is started again.
+RESTART_SECONDS = 5.0
 
 
 class Dependents:
@@ -104,8 +106,13 @@ class Controller:
     compute: Any = None
 
     def wake_pools(self, pools: Iterable[str]) -> None:
-        for key in self.dependents.of(pools):
+        names = list(pools)
+        for key in self.dependents.of(names):
             self.queue.add(key)
+        for name in names:
+            # A request on a pool it took over names it in its status, not in its spec.
+            for key in self.cache.bound_to(name):
+                self.queue.add(key)
 
     async def handle(self, key: Key) -> None:
         """One pass over `key`, and when to look at it again."""
@@ -194,11 +201,14 @@ class Controller:
     def start(self) -> None:
         for key in list(self.cache.requests):
             self.queue.add(key)
+        loops: dict[str, Callable[[], Awaitable[None]]] = {
+            "dws-pool-snapshot": self.snapshot.run,
+            "dws-operations": self.scheduler.run,
+            "dws-workers": lambda: run_workers(self.queue, self.handle, WORKERS),
+            "dws-idle-pools": self.sweep,
+        }
         self.tasks = [
-            asyncio.create_task(self.snapshot.run(), name="dws-pool-snapshot"),
-            asyncio.create_task(self.scheduler.run(), name="dws-operations"),
-            asyncio.create_task(run_workers(self.queue, self.handle, WORKERS), name="dws-workers"),
-            asyncio.create_task(self.sweep(), name="dws-idle-pools"),
+            asyncio.create_task(_supervised(name, loop), name=name) for name, loop in loops.items()
         ]
 
     async def sweep(self) -> None:
@@ -222,6 +232,19 @@ class Controller:
         await self.gke_api.transport.close()
         if self.compute is not None:
             self.compute.close()
+
+
+async def _supervised(name: str, loop: Callable[[], Awaitable[None]]) -> None:
+    """Run `loop` for the operator's life: a bug that ends it is logged and the loop
+    starts again after a pause, rather than leaving the operator half alive."""
+    while True:
+        try:
+            await loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s stopped; starting it again in %.0fs", name, RESTART_SECONDS)
+        await asyncio.sleep(RESTART_SECONDS)
 
 
 def build_controller(
@@ -250,7 +273,13 @@ def build_controller(
         holder[0].compute = gke_lazy.connect_compute(config.compute_endpoint)
         return gke_lazy.WorkloadPolicyClient(holder[0].compute, config.project)
 
-    shelf = PoolShelf(snapshot, cache, scheduler, idle_seconds=config.pool_idle_seconds)
+    shelf = PoolShelf(
+        snapshot,
+        cache,
+        scheduler,
+        idle_seconds=config.pool_idle_seconds,
+        namespaces=config.namespaces,
+    )
     reconciler = Reconciler(
         Sources(kube, cache, gke, mutations, snapshot, scheduler, shelf),
         ReconcileConfig(

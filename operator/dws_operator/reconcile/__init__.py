@@ -2,6 +2,7 @@
 
 from dws_operator.reconcile.actions import (
     Action,
+    CancelPoolOperation,
     CreateJob,
     CreateNodePool,
     CreateService,
@@ -30,6 +31,7 @@ from dws_operator.reconcile.observed import (
 
 __all__ = [
     "Action",
+    "CancelPoolOperation",
     "CreateJob",
     "CreateNodePool",
     "CreateService",

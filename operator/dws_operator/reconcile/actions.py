@@ -24,6 +24,14 @@ class TakeOverNodePool:
 
 
 @dataclass(frozen=True)
+class CancelPoolOperation:
+    """Call off a create or takeover of the request's that has not started in GKE yet
+    (the request ended or is deleted: no pool may appear for it later)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class ScaleNodePoolToZero:
     name: str
 
@@ -61,6 +69,7 @@ class DeleteService:
 Action = (
     CreateNodePool
     | TakeOverNodePool
+    | CancelPoolOperation
     | ScaleNodePoolToZero
     | DeleteNodePool
     | CreateService

@@ -33,6 +33,7 @@ from dws_operator.planning import SlicePlan, plan_slice
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import (
     Action,
+    CancelPoolOperation,
     CreateJob,
     CreateNodePool,
     CreateService,
@@ -562,6 +563,7 @@ def _clean_up(run: _Run, spec: TrainingRequestSpec) -> Decision:
     cleanup = _cleanup_policy(run, spec)
     pools = observed.all_pools
     ours = [p for p in pools if p is not None and p.ours]
+    busy = _settle_operations(run) if managed else False
     if managed and ours:
         if cleanup == CleanupPolicy.SCALE_TO_ZERO:
             # Zero only when GKE's ceiling and the Nodes that are billed both say so.
@@ -586,6 +588,8 @@ def _clean_up(run: _Run, spec: TrainingRequestSpec) -> Decision:
     elif (
         managed
         and all(p is None for p in pools)
+        # Not while an operation on them is still queued or running: it ends first.
+        and not busy
         and cleanup == CleanupPolicy.DELETE
         # A request that failed before it asked for a pool has none to report deleted.
         and cond.condition(status.conditions, cond.NODE_POOL_READY) is not None
@@ -635,9 +639,20 @@ def _release(run: _Run) -> Decision:
     for pool in ours if managed else []:
         if pool.state != PoolState.STOPPING and pool.name not in observed.operations:
             run.act(DeleteNodePool(pool.name))
-    gone = not run.decision.actions and (not ours or not managed)
+    busy = _settle_operations(run)
+    gone = not run.decision.actions and not busy and (not ours or not managed)
     run.decision.released = gone
     return run.phase(Phase.DELETING, "Deleting the Job, Service and node pool", None)
+
+
+def _settle_operations(run: _Run) -> bool:
+    """Operations queued for the request's pools must not outlive its work: a create or
+    takeover not started in GKE is called off; one already started is waited for (its
+    pool then shows, and is cleaned up like any other). Whether any is still on."""
+    for name, operation in run.observed.operations.items():
+        if operation.kind in ("Create", "TakeOver") and not operation.running:
+            run.act(CancelPoolOperation(name))
+    return bool(run.observed.operations)
 
 
 def failed(observed: Observed, reason: str, message: str) -> Decision:
