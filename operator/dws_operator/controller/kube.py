@@ -244,35 +244,29 @@ class KubeApi:
         self, namespace: str, name: str, status: dict[str, Any]
     ) -> dict[str, Any] | None:
         """Merge `status` in; the request as stored after, or None if it is gone."""
-        try:
-            body: Any = await self.objects.patch_namespaced_custom_object_status(
-                GROUP,
-                VERSION,
-                namespace,
-                PLURAL,
-                name,
-                {"status": status},
-                field_manager=FIELD_MANAGER,
-                _content_type="application/merge-patch+json",
-            )
-        except ApiException as error:
-            if _missing(error):
-                return None
-            raise
-        return dict(body)
+        return await self._merge(
+            self.objects.patch_namespaced_custom_object_status, namespace, name, {"status": status}
+        )
 
     async def patch_metadata(
         self, namespace: str, name: str, metadata: dict[str, Any]
     ) -> dict[str, Any] | None:
         """Merge `metadata` into the request's; as stored after, or None if it is gone."""
+        return await self._merge(
+            self.objects.patch_namespaced_custom_object, namespace, name, {"metadata": metadata}
+        )
+
+    async def _merge(
+        self, patch: Any, namespace: str, name: str, body: dict[str, Any]
+    ) -> dict[str, Any] | None:
         try:
-            body: Any = await self.objects.patch_namespaced_custom_object(
+            stored: Any = await patch(
                 GROUP,
                 VERSION,
                 namespace,
                 PLURAL,
                 name,
-                {"metadata": metadata},
+                body,
                 field_manager=FIELD_MANAGER,
                 _content_type="application/merge-patch+json",
             )
@@ -280,7 +274,7 @@ class KubeApi:
             if _missing(error):
                 return None
             raise
-        return dict(body)
+        return dict(stored)
 
     async def post_event(
         self, involved: Mapping[str, Any], type_: str, reason: str, message: str

@@ -213,17 +213,21 @@ class NodePoolClient:
             )
         return CreateResult(pool=existing, operation=None)
 
-    async def get(self, name: str) -> NodePool | None:
-        """The pool, or None if it does not exist (a missing cluster still raises)."""
+    async def _on_pool(self, rpc: Callable[..., Awaitable[T]], request: Any) -> T | None:
+        """`call` for an RPC on one pool: None when the pool does not exist (a missing
+        cluster still raises)."""
         try:
-            return await self.call(
-                self.api.get_node_pool,
-                container_v1.GetNodePoolRequest(name=self.cluster.pool(name)),
-            )
+            return await self.call(rpc, request)
         except GkeError as error:
             if _pool_missing(error):
                 return None
             raise
+
+    async def get(self, name: str) -> NodePool | None:
+        """The pool, or None if it does not exist (a missing cluster still raises)."""
+        return await self._on_pool(
+            self.api.get_node_pool, container_v1.GetNodePoolRequest(name=self.cluster.pool(name))
+        )
 
     async def list_pools(self) -> list[NodePool]:
         response = await self.call(
@@ -233,15 +237,10 @@ class NodePoolClient:
 
     async def delete(self, name: str) -> Operation | None:
         """Start deleting the pool; None when it is already gone (which is success)."""
-        try:
-            return await self.call(
-                self.api.delete_node_pool,
-                container_v1.DeleteNodePoolRequest(name=self.cluster.pool(name)),
-            )
-        except GkeError as error:
-            if _pool_missing(error):
-                return None
-            raise
+        return await self._on_pool(
+            self.api.delete_node_pool,
+            container_v1.DeleteNodePoolRequest(name=self.cluster.pool(name)),
+        )
 
     async def scale_to_zero(self, name: str) -> Operation | None:
         """Cap the pool's autoscaler at zero, then resize it to zero; wait for both.
@@ -250,37 +249,18 @@ class NodePoolClient:
         leaves the autoscaler free to add nodes back for any pending pod, and capping
         alone leaves idle nodes until the autoscaler's scale-down delay (10 minutes by
         default) passes, billed all the while. GKE runs one operation per pool at a
-        time, so the second call waits for the first. The location policy is kept:
-        the request replaces the whole autoscaling block. None if the pool is gone.
+        time, so the second call waits for the first. None if the pool is gone.
         """
         pool = await self.get(name)
         if pool is None:
             return None
-        path = self.cluster.pool(name)
-        current = pool.autoscaling
-        limits = (
-            current.min_node_count,
-            current.max_node_count,
-            current.total_min_node_count,
-            current.total_max_node_count,
-        )
         try:
-            if current.enabled and any(limits):
-                capped = container_v1.NodePoolAutoscaling(
-                    enabled=True, location_policy=current.location_policy
-                )
-                await self.wait(
-                    await self.call(
-                        self.api.set_node_pool_autoscaling,
-                        container_v1.SetNodePoolAutoscalingRequest(name=path, autoscaling=capped),
-                    )
-                )
-            return await self.wait(
-                await self.call(
-                    self.api.set_node_pool_size,
-                    container_v1.SetNodePoolSizeRequest(name=path, node_count=0),
-                )
-            )
+            capped = _capped(pool.autoscaling)
+            capping = await self.set_autoscaling(name, capped) if capped else None
+            if capping is not None:
+                await self.wait(capping)
+            resizing = await self.resize_to_zero(name)
+            return await self.wait(resizing) if resizing is not None else None
         except GkeError as error:
             if _pool_missing(error):
                 return None
@@ -294,76 +274,38 @@ class NodePoolClient:
         themselves (`scale_to_zero` runs both and waits). The location policy is kept:
         the request replaces the whole autoscaling block."""
         pool = await self.get(name)
-        if pool is None:
-            return None
-        current = pool.autoscaling
-        limits = (
-            current.min_node_count,
-            current.max_node_count,
-            current.total_min_node_count,
-            current.total_max_node_count,
-        )
-        if not (current.enabled and any(limits)):
-            return None
-        capped = container_v1.NodePoolAutoscaling(
-            enabled=True, location_policy=current.location_policy
-        )
-        try:
-            return await self.call(
-                self.api.set_node_pool_autoscaling,
-                container_v1.SetNodePoolAutoscalingRequest(
-                    name=self.cluster.pool(name), autoscaling=capped
-                ),
-            )
-        except GkeError as error:
-            if _pool_missing(error):
-                return None
-            raise
+        capped = _capped(pool.autoscaling) if pool is not None else None
+        return await self.set_autoscaling(name, capped) if capped is not None else None
 
     async def resize_to_zero(self, name: str) -> Operation | None:
         """Resize the pool to zero nodes (one operation); None when the pool is gone."""
-        try:
-            return await self.call(
-                self.api.set_node_pool_size,
-                container_v1.SetNodePoolSizeRequest(name=self.cluster.pool(name), node_count=0),
-            )
-        except GkeError as error:
-            if _pool_missing(error):
-                return None
-            raise
+        return await self._on_pool(
+            self.api.set_node_pool_size,
+            container_v1.SetNodePoolSizeRequest(name=self.cluster.pool(name), node_count=0),
+        )
 
     async def relabel(self, name: str, labels: dict[str, str]) -> Operation | None:
         """Replace the pool's labels (GCE resource labels and Kubernetes node labels,
         which the operator keeps equal); one operation; None when the pool is gone."""
-        try:
-            return await self.call(
-                self.api.update_node_pool,
-                container_v1.UpdateNodePoolRequest(
-                    name=self.cluster.pool(name),
-                    labels=container_v1.NodeLabels(labels=labels),
-                    resource_labels=container_v1.ResourceLabels(labels=labels),
-                ),
-            )
-        except GkeError as error:
-            if _pool_missing(error):
-                return None
-            raise
+        return await self._on_pool(
+            self.api.update_node_pool,
+            container_v1.UpdateNodePoolRequest(
+                name=self.cluster.pool(name),
+                labels=container_v1.NodeLabels(labels=labels),
+                resource_labels=container_v1.ResourceLabels(labels=labels),
+            ),
+        )
 
     async def set_autoscaling(
         self, name: str, autoscaling: container_v1.NodePoolAutoscaling
     ) -> Operation | None:
         """Set the pool's autoscaling block (one operation); None when the pool is gone."""
-        try:
-            return await self.call(
-                self.api.set_node_pool_autoscaling,
-                container_v1.SetNodePoolAutoscalingRequest(
-                    name=self.cluster.pool(name), autoscaling=autoscaling
-                ),
-            )
-        except GkeError as error:
-            if _pool_missing(error):
-                return None
-            raise
+        return await self._on_pool(
+            self.api.set_node_pool_autoscaling,
+            container_v1.SetNodePoolAutoscalingRequest(
+                name=self.cluster.pool(name), autoscaling=autoscaling
+            ),
+        )
 
     async def list_operations(self) -> list[Operation]:
         """The operations GKE lists for the cluster's location (recent and running)."""
@@ -433,6 +375,20 @@ class NodePoolClient:
             pause = pauses[attempt]
             await asyncio.sleep(pause * (1 - self.retry.jitter * random.random()))
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _capped(current: container_v1.NodePoolAutoscaling) -> container_v1.NodePoolAutoscaling | None:
+    """The autoscaling block capped at zero (location policy kept: a request replaces
+    the whole block); None when there is no limit above zero to cap."""
+    limits = (
+        current.min_node_count,
+        current.max_node_count,
+        current.total_min_node_count,
+        current.total_max_node_count,
+    )
+    if not (current.enabled and any(limits)):
+        return None
+    return container_v1.NodePoolAutoscaling(enabled=True, location_policy=current.location_policy)
 
 
 def _pool_missing(error: GkeError) -> bool:
