@@ -9,7 +9,12 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
-from dws_operator.controller.operations import OperationScheduler, PoolOperation, Priority
+from dws_operator.controller.operations import (
+    CalledOff,
+    OperationScheduler,
+    PoolOperation,
+    Priority,
+)
 from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
 from dws_operator.gke import NodePoolClient, RetryPolicy, connect
@@ -208,3 +213,27 @@ def test_a_create_not_started_can_be_called_off_by_its_request_only(
 
     scheduled(emulator, scenario, slots=1)
     assert [c.request.node_pool.name for c in emulator.calls_for("CreateNodePool")] == ["first"]
+
+
+def test_an_operation_its_first_step_calls_off_ends_without_a_call_and_frees_the_slot(
+    make_emulator: MakeEmulator,
+) -> None:
+    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=LATENCY))
+
+    async def gone() -> None:
+        raise CalledOff("the request is gone")
+
+    async def scenario(
+        scheduler: OperationScheduler, gke: NodePoolClient, _: list[tuple[str, str]]
+    ) -> None:
+        called_off = creation(gke, "gone", "2026-11-23T10:00:00Z", "gone")
+        called_off.steps = (gone, *called_off.steps)
+        scheduler.submit(called_off)
+        scheduler.submit(creation(gke, "next", "2026-11-23T10:00:01Z", "next"))
+        await until(lambda: scheduler.running == 0 and scheduler.queued == 0)
+        assert scheduler.view("gone") is None
+        assert scheduler.take_error("gone", ("ns", "gone")) is None
+
+    woken = scheduled(emulator, scenario, slots=1)
+    assert [c.request.node_pool.name for c in emulator.calls_for("CreateNodePool")] == ["next"]
+    assert ("ns", "gone") in woken

@@ -113,6 +113,20 @@ class _Index:
                 del self.by_group[group]
 
 
+#: What the decision never reads of a request's metadata, and the bulk of it: the
+#: server's field ownership and annotations (`kubectl apply` keeps a whole copy of the
+#: object in one). Dropped from the cached copy; a thousand requests are kept in memory.
+_UNREAD_METADATA = ("managedFields", "annotations")
+
+
+def _slim(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = body.get("metadata") or {}
+    if not any(field in metadata for field in _UNREAD_METADATA):
+        return body
+    kept = {k: v for k, v in metadata.items() if k not in _UNREAD_METADATA}
+    return {**body, "metadata": kept}
+
+
 def _identity(body: Mapping[str, Any]) -> dict[str, Any]:
     metadata = body.get("metadata") or {}
     return {"uid": metadata.get("uid"), "resourceVersion": metadata.get("resourceVersion")}
@@ -141,6 +155,7 @@ class KubeCache:
         if not newer(body, self.requests.get(key)):
             return False
         self.remove_request(key)
+        body = _slim(body)
         self.requests[key] = body
         uid = str((body.get("metadata") or {}).get("uid") or "")
         self._by_uid[uid] = key

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,24 @@ def _connection_from_kubeconfig(path: Path) -> kopf.ConnectionInfo:
     )
 
 
+class _NoDiffBase(kopf.DiffBaseStorage):
+    """No diff base. kopf keeps a copy of each object's essence to tell `on.update`
+    handlers what changed, and builds it (a deep copy of the object) on every watch
+    event of every kind. This operator has only `on.event` handlers: its cache knows
+    what changed, and the copies cost a tenth of its CPU in a burst of new requests."""
+
+    def build(
+        self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None
+    ) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 async def _use_kueue(mode: KueueMode, kube: KubeApi) -> bool:
     """Whether to queue through Kueue; refuses to start (PermanentError) when Kueue is
     required and missing, or installed in a release the operator does not support."""
@@ -99,10 +117,7 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
         # minute at scale, all of them normal. Its warnings and errors still show.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
         settings.watching.server_timeout = 300
-        # kopf holds each object's events this long to batch them before a handler
-        # sees them (0.1 s by default): our handlers only update a cache and wake the
-        # work queue, which dedups on its own, so a short window keeps intake quick.
-        settings.batching.batch_window = 0.01
+        settings.persistence.diffbase_storage = _NoDiffBase()
         api = await connect(str(kubeconfig) if kubeconfig else None)
         kube = KubeApi(api)
         try:

@@ -59,6 +59,12 @@ RETRY_BACKOFF_SECONDS = (1.0, 60.0)
 Step = Callable[[], Awaitable[Operation | None]]
 
 
+class CalledOff(Exception):
+    """Raised by an operation's first step: the operation is no longer wanted (the
+    request it was for is gone, or being deleted before anything was made for it). It
+    ends at once, GKE untouched."""
+
+
 class Priority(IntEnum):
     """Lower goes first: what stops the bill before what starts one."""
 
@@ -272,6 +278,14 @@ class OperationScheduler:
                     self._running_changed.set()
                     return
                 operation.step += 1  # nothing to do for this step
+        except CalledOff as why:
+            log.info("%s of node pool %s called off: %s", operation.kind, operation.pool, why)
+            self._active.discard(operation.pool)
+            if self._ops.get(operation.pool) is operation:
+                del self._ops[operation.pool]
+            self.wake(operation.owner)
+            self._kick.set()
+            return
         except GkeError as error:
             self._failed(operation, error)
             return

@@ -9,9 +9,8 @@ scheduler, which starts them within GKE's limits; the pass never waits on GKE.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from google.auth.exceptions import GoogleAuthError
@@ -19,9 +18,14 @@ from google.auth.exceptions import GoogleAuthError
 import dws_operator.gke as gke_lazy
 from dws_operator.api import Phase, TrainingRequestStatus
 from dws_operator.controller.cache import Key
-from dws_operator.controller.kube import WorkloadRejected
+from dws_operator.controller.events import EventPoster
+from dws_operator.controller.kube import (
+    ConflictException,
+    UnprocessableEntityException,
+    WorkloadRejected,
+)
 from dws_operator.controller.observe import Sources, observe, request_view
-from dws_operator.controller.operations import PoolOperation, Priority, Step
+from dws_operator.controller.operations import CalledOff, PoolOperation, Priority, Step
 from dws_operator.errors import InvalidSpec
 from dws_operator.gke import (
     GkeError,
@@ -30,7 +34,7 @@ from dws_operator.gke import (
     render_node_pool,
 )
 from dws_operator.gke.shapes import SHAPE_LABEL, shape_of
-from dws_operator.multislice import JOBSET_KIND
+from dws_operator.multislice import JOBSET_KIND, JOBSET_PLURAL
 from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import (
     Action,
@@ -83,7 +87,7 @@ class Reconciler:
         self._connect_policies = policies
         self._policies: WorkloadPolicyClient | None = None
         self.passes = 0
-        self._posting: set[asyncio.Task[None]] = set()
+        self.events = EventPoster(self.kube)
 
     async def reconcile(self, key: Key) -> Decision | None:
         """One pass over the request as the caches know it; None when there is nothing
@@ -96,16 +100,18 @@ class Reconciler:
         finalizers = list(metadata.get("finalizers") or [])
         deleting = metadata.get("deletionTimestamp") is not None
         if deleting and FINALIZER not in finalizers:
-            return None  # released already, or never ours to hold
-        if not deleting and FINALIZER not in finalizers:
-            # Held before anything is made for it, so a deletion always waits for cleanup.
-            body = await self._set_finalizers(body, [*finalizers, FINALIZER])
+            # Released already, or deleted before anything was made for it: a pool
+            # create still waiting for its turn is called off.
+            self.call_off(key, pool_names_for(request_view(body)))
+            return None
         body = await self._check_reused_pool(key, body)
         if self.sources.shelf.enabled:
             body = await self._reuse_idle_pool(key, body)
         observed = await observe(body, self.sources)
         decision = self._with_operation_errors(observed, decide(observed, self.config))
         body = await self._write_status(body, observed.request, decision.status)
+        if any(not isinstance(a, _HELD_BY_THEIR_OPERATION) for a in decision.actions):
+            body = await self._hold(body)
         try:
             for action in decision.actions:
                 await self._execute(observed.request, body, action)
@@ -119,15 +125,57 @@ class Reconciler:
             self.cache.remove_request(key)
             self.sources.shelf.release(key)
         for event in decision.events:
-            # Not awaited: an Event is for people, and the next request need not wait
-            # for it (post_event logs its own failures).
-            self._spawn(self.kube.post_event(body, event.type, event.reason, event.message))
+            # Queued, not awaited: an Event is for people (see EventPoster).
+            self.events.post(body, event.type, event.reason, event.message)
         return decision
 
-    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coroutine)
-        self._posting.add(task)
-        task.add_done_callback(self._posting.discard)
+    def call_off(self, key: Key, pools: Iterable[str]) -> None:
+        """Drop the request's pool operations that have not started in GKE."""
+        for pool in pools:
+            self.sources.operations.cancel(pool, key)
+
+    async def _hold(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The request with our finalizer, so that its deletion waits for the cleanup.
+        Added only before something is made for it (a pool, a Job): a request that
+        waits in line for a GKE operation slot costs the API server no write for it, and
+        one deleted while it waits simply goes."""
+        metadata = body.get("metadata") or {}
+        finalizers = list(metadata.get("finalizers") or [])
+        if FINALIZER in finalizers or metadata.get("deletionTimestamp") is not None:
+            return body
+        return await self._set_finalizers(body, [*finalizers, FINALIZER])
+
+    def _holding(self, key: Key) -> Step:
+        """The first step of a pool operation made for a request: the finalizer, from
+        the request as the cache knows it now; the operation is called off when the
+        request is gone or being deleted (nothing was made for it yet)."""
+
+        async def hold() -> None:
+            body = self.cache.request(key)
+            if body is None:
+                raise CalledOff(f"{key[0]}/{key[1]} is gone")
+            metadata = body.get("metadata") or {}
+            if FINALIZER in (metadata.get("finalizers") or []):
+                return
+            if metadata.get("deletionTimestamp") is not None:
+                raise CalledOff(f"{key[0]}/{key[1]} is being deleted")
+            try:
+                held = await self._hold(body)
+            except UnprocessableEntityException as refused:
+                # "no new finalizers can be added if the object is being deleted"
+                raise CalledOff(f"{key[0]}/{key[1]}: {refused.reason}") from None
+            except ConflictException:
+                # Changed since the cache saw it: read it as it is and try once more.
+                fresh = await self.kube.training_request(*key)
+                if fresh is None:
+                    raise CalledOff(f"{key[0]}/{key[1]} is gone") from None
+                self.cache.put_request(fresh)
+                held = await self._hold(fresh)
+            if FINALIZER not in ((held.get("metadata") or {}).get("finalizers") or []):
+                raise CalledOff(f"{key[0]}/{key[1]} could not be held (gone or being deleted)")
+            return
+
+        return hold
 
     async def _reuse_idle_pool(self, key: Key, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """Before a request's pool is created: an idle pool of its shape, if there is
@@ -246,15 +294,16 @@ class Reconciler:
         operations = self.sources.operations
         match action:
             case CreateNodePool(name=name, plan=plan):
-                step = self._create_step(request, name, plan)
+                making = (self._holding(key), self._create_step(request, name, plan))
                 operations.submit(
-                    PoolOperation(name, "Create", key, Priority.CREATE, created, (step,))
+                    PoolOperation(name, "Create", key, Priority.CREATE, created, making)
                 )
             case TakeOverNodePool(name=name, plan=plan):
                 gke = self.sources.mutations
                 labels = self._labels(request, plan)
                 ceiling = render_node_pool(plan, name=name, labels=labels).autoscaling
                 takeover: tuple[Step, ...] = (
+                    self._holding(key),
                     lambda: gke.relabel(name, labels),
                     lambda: gke.set_autoscaling(name, ceiling),
                 )
@@ -282,17 +331,15 @@ class Reconciler:
                     )
                 )
             case CreateService(manifest=manifest):
-                await self.kube.create_service(manifest)
-            case CreateJob(manifest=manifest) if manifest["kind"] == JOBSET_KIND:
-                await self.kube.create_jobset(manifest)
+                await self.kube.create("services", manifest)
             case CreateJob(manifest=manifest):
-                await self.kube.create_job(manifest)
-            case DeleteJob(name=name, kind=kind) if kind == JOBSET_KIND:
-                await self.kube.delete_jobset(request.namespace, name)
-            case DeleteJob(name=name):
-                await self.kube.delete_job(request.namespace, name)
+                plural = JOBSET_PLURAL if manifest["kind"] == JOBSET_KIND else "jobs"
+                await self.kube.create(plural, manifest)
+            case DeleteJob(name=name, kind=kind):
+                plural = JOBSET_PLURAL if kind == JOBSET_KIND else "jobs"
+                await self.kube.delete(plural, request.namespace, name)
             case DeleteService(name=name):
-                await self.kube.delete_service(request.namespace, name)
+                await self.kube.delete("services", request.namespace, name)
 
     def _create_step(self, request: RequestView, name: str, plan: SlicePlan) -> Step:
         async def create() -> Any:
@@ -333,6 +380,10 @@ class Reconciler:
             )
         region = gke_lazy.region_of(self.config.location)  # loads Compute: Ironwood only
         return await self._policies.ensure_workload_policy(region, placement.tpu_topology)
+
+
+#: Actions whose pool operation adds the finalizer itself, when its turn comes.
+_HELD_BY_THEIR_OPERATION = (CreateNodePool, TakeOverNodePool, CancelPoolOperation)
 
 
 def _name(request: RequestView) -> str:

@@ -11,14 +11,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kubernetes.aio.client.exceptions import ApiException
-
 import dws_operator.gke as gke_lazy
 from dws_operator.api import PLURAL, TrainingRequestStatus
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.cache import Key, KubeCache, key_of
 from dws_operator.controller.config import OperatorConfig
-from dws_operator.controller.kube import KubeApi
+from dws_operator.controller.kube import ApiException, KubeApi
 from dws_operator.controller.observe import Sources
 from dws_operator.controller.operations import OperationScheduler, PoolOperation, Priority
 from dws_operator.controller.pools import PoolSnapshot
@@ -78,6 +76,9 @@ class Dependents:
             keys.discard(key)
             if not keys:
                 self._by_pool.pop(pool, None)
+
+    def pools_of(self, key: Key) -> tuple[str, ...]:
+        return self._pools.get(key, ())
 
     def of(self, pools: Iterable[str]) -> set[Key]:
         found: set[Key] = set()
@@ -194,6 +195,11 @@ class Controller:
             self.queue.add(key)
 
     def remove_request(self, key: Key) -> None:
+        # Gone before anything was made for it (no finalizer held it): a create or a
+        # takeover still waiting in line is called off.
+        bound = ((self.cache.request(key) or {}).get("status") or {}).get("nodePool") or {}
+        pools = {*self.dependents.pools_of(key), str(bound.get("name") or "")} - {""}
+        self.reconciler.call_off(key, pools)
         self.cache.remove_request(key)
         self.dependents.remove(key)
         self.queue.forget(key)
@@ -206,6 +212,7 @@ class Controller:
             "dws-operations": self.scheduler.run,
             "dws-workers": lambda: run_workers(self.queue, self.handle, WORKERS),
             "dws-idle-pools": self.sweep,
+            "dws-events": self.reconciler.events.run,
         }
         self.tasks = [
             asyncio.create_task(_supervised(name, loop), name=name) for name, loop in loops.items()

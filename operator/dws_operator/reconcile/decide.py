@@ -175,12 +175,17 @@ _plans: OrderedDict[str, tuple[Mapping[str, Any], str, Planned]] = OrderedDict()
 def planned(request: RequestView) -> Planned:
     """The request's validated spec and slice plan, or why it has none.
 
-    Remembered per request for as long as its spec is the same object: the shell's cache
-    replaces the object whenever the request changes and never mutates it, so a request
-    that only waits is validated and planned once, not on every pass."""
+    Remembered per request for as long as its spec is the same (a status write gives
+    the shell a new object with an equal spec: comparing two small dicts is far cheaper
+    than validating and planning again), so a request that only waits is validated and
+    planned once, not on every pass."""
     pool_name = pool_name_for(request)
     known = _plans.get(request.uid)
-    if known is not None and known[0] is request.spec and known[1] == pool_name:
+    if (
+        known is not None
+        and (known[0] is request.spec or known[0] == request.spec)
+        and known[1] == pool_name
+    ):
         _plans.move_to_end(request.uid)
         return known[2]
     result: Planned

@@ -68,7 +68,9 @@ def test_restart_in_every_phase_converges(
     with OperatorThread(operator_config, kubeconfig=devcluster.kubeconfig):
         scenario.create(tpu("v6e", "4x4"))
         scenario.wait_phase("Provisioning")
-    assert scenario.pool() is not None  # the create was sent before the stop
+        # Stopped while GKE is still making the pool (the emulator takes 1.5 s).
+        eventually(scenario.created_pools, what="CreateNodePool")
+    assert scenario.pool() is not None
     with OperatorThread(operator_config, kubeconfig=devcluster.kubeconfig):
         scenario.wait_phase("WaitingForCapacity")
     _one_pool_one_job(scenario)
