@@ -6,13 +6,14 @@ through `put` too (write-through, with the object the API server returned), so a
 right after a status write sees that status, and the watch event that echoes the write
 is recognised as nothing new (same resourceVersion) and wakes no one.
 
-Objects are kept whole only where the decision needs them whole (TrainingRequests,
-JobSets); Jobs are kept as the few fields a `JobView` is built from, and Nodes as
-their pool's name, which keeps the memory of a thousand requests small.
+Objects are kept whole only where the decision needs them whole (TrainingRequests, as
+compact JSON; JobSets); Jobs are kept as the few fields a `JobView` is built from, and
+Nodes as their pool's name, which keeps the memory of a thousand requests small.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -132,13 +133,50 @@ def _identity(body: Mapping[str, Any]) -> dict[str, Any]:
     return {"uid": metadata.get("uid"), "resourceVersion": metadata.get("resourceVersion")}
 
 
+@dataclass(frozen=True)
+class RequestSummary:
+    """What other requests' decisions read of a request, kept beside its stored body so
+    that looking across requests (who holds a pool, who is finished) decodes nothing."""
+
+    uid: str
+    resource_version: str
+    phase: str | None
+    deleting: bool
+    #: status.nodePool.name: the pool the request says it holds ("" when none).
+    pool: str
+    #: Nodes its plan needs (status.plan.nodes).
+    nodes: int
+    #: When its pool was let go: status.scaledDownAt, else status.finishedAt.
+    released_at: str | None
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> RequestSummary:
+        metadata = body.get("metadata") or {}
+        status = body.get("status") or {}
+        pool = (status.get("nodePool") or {}).get("name")
+        released = status.get("scaledDownAt") or status.get("finishedAt")
+        return cls(
+            uid=str(metadata.get("uid") or ""),
+            resource_version=str(metadata.get("resourceVersion") or ""),
+            phase=status.get("phase") if isinstance(status.get("phase"), str) else None,
+            deleting=metadata.get("deletionTimestamp") is not None,
+            pool=pool if isinstance(pool, str) else "",
+            nodes=int((status.get("plan") or {}).get("nodes") or 0),
+            released_at=released if isinstance(released, str) else None,
+        )
+
+
 class KubeCache:
-    """TrainingRequests, our Jobs, JobSets and Services, and Nodes counted by pool."""
+    """TrainingRequests, our Jobs, JobSets and Services, and Nodes counted by pool.
+
+    A TrainingRequest is stored as compact JSON (about a fifth of its size as Python
+    dicts: a thousand requests are kept in memory) and decoded when a pass reads it;
+    its `RequestSummary` serves the looks across requests."""
 
     def __init__(self) -> None:
-        self.requests: dict[Key, Mapping[str, Any]] = {}
+        self._requests: dict[Key, bytes] = {}
+        self._summaries: dict[Key, RequestSummary] = {}
         self._by_uid: dict[str, Key] = {}
-        self._pool_of: dict[Key, str] = {}
         self._bound: dict[str, set[Key]] = {}
         self._jobs = _Index()
         self._jobsets = _Index()
@@ -152,43 +190,55 @@ class KubeCache:
     def put_request(self, body: Mapping[str, Any]) -> bool:
         """Keep `body` if it is newer than what is known; whether it was."""
         key = key_of(body)
-        if not newer(body, self.requests.get(key)):
+        known = self._summaries.get(key)
+        identity = (
+            {"metadata": {"uid": known.uid, "resourceVersion": known.resource_version}}
+            if known is not None
+            else None
+        )
+        if not newer(body, identity):
             return False
         self.remove_request(key)
-        body = _slim(body)
-        self.requests[key] = body
-        uid = str((body.get("metadata") or {}).get("uid") or "")
-        self._by_uid[uid] = key
-        pool = ((body.get("status") or {}).get("nodePool") or {}).get("name")
-        if isinstance(pool, str) and pool:
-            self._pool_of[key] = pool
-            self._bound.setdefault(pool, set()).add(key)
+        summary = RequestSummary.of(body)
+        self._requests[key] = json.dumps(_slim(body), separators=(",", ":")).encode()
+        self._summaries[key] = summary
+        self._by_uid[summary.uid] = key
+        if summary.pool:
+            self._bound.setdefault(summary.pool, set()).add(key)
         return True
 
     def remove_request(self, key: Key) -> None:
-        body = self.requests.pop(key, None)
-        if body is not None:
-            self._by_uid.pop(str((body.get("metadata") or {}).get("uid") or ""), None)
-        pool = self._pool_of.pop(key, None)
-        if pool is not None:
-            keys = self._bound[pool]
+        self._requests.pop(key, None)
+        summary = self._summaries.pop(key, None)
+        if summary is None:
+            return
+        self._by_uid.pop(summary.uid, None)
+        if summary.pool:
+            keys = self._bound[summary.pool]
             keys.discard(key)
             if not keys:
-                del self._bound[pool]
+                del self._bound[summary.pool]
 
-    def request_by_uid(self, uid: str) -> Mapping[str, Any] | None:
-        key = self._by_uid.get(uid)
-        return self.requests.get(key) if key is not None else None
+    def key_by_uid(self, uid: str) -> Key | None:
+        return self._by_uid.get(uid)
 
     def bound_to(self, pool: str) -> set[Key]:
         """Requests whose status names `pool` as theirs."""
         return self._bound.get(pool, set())
 
     def request(self, key: Key) -> Mapping[str, Any] | None:
-        return self.requests.get(key)
+        """The request as last seen (decoded anew on each call)."""
+        stored = self._requests.get(key)
+        if stored is None:
+            return None
+        body: Mapping[str, Any] = json.loads(stored)
+        return body
 
-    def all_requests(self) -> Iterable[Mapping[str, Any]]:
-        return self.requests.values()
+    def summary(self, key: Key) -> RequestSummary | None:
+        return self._summaries.get(key)
+
+    def request_keys(self) -> list[Key]:
+        return list(self._requests)
 
     # -- Jobs and JobSets -----------------------------------------------------------
 

@@ -35,9 +35,11 @@ from dws_operator.api import GROUP, KIND, PLURAL, VERSION
 from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 
 FIELD_MANAGER = "dws-operator"
-#: Connections kept to the API server: one per reconcile worker and a few for Events
-#: (each TLS connection holds buffers of its own, so not the client's default 100).
-CONNECTIONS = 20
+#: Connections kept to the API server, shared by the reconcile workers and the Event
+#: poster: a pass makes a call or two, a few milliseconds each, so ten carry hundreds
+#: of calls a second; each TLS connection holds 256 KiB of buffers (not the client's
+#: default of 100).
+CONNECTIONS = 10
 
 __all__ = [
     "FIELD_MANAGER",

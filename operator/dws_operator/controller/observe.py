@@ -36,6 +36,7 @@ _UNREADABLE: set[str] = set()
 
 #: Phases in which a request holds nodes of its pool (seed 003's "used by other jobs").
 HOLDING = (Phase.WAITING_FOR_CAPACITY, Phase.RUNNING)
+HOLDING_TEXT = tuple(phase.value for phase in HOLDING)
 #: Phases in which no Service will be made any more: a foreign one cannot matter.
 HOLDING_DONE = (Phase.SUCCEEDED, Phase.FAILED, Phase.DELETING)
 
@@ -274,10 +275,8 @@ async def _service_owners(sources: Sources, request: RequestView) -> tuple[str, 
 
 def _nodes_used_by_others(cache: KubeCache, pool: str, uid: str) -> int:
     used = 0
-    for item in cache.all_requests():
-        status = item.get("status") or {}
-        if item["metadata"]["uid"] == uid or status.get("phase") not in HOLDING:
-            continue
-        if (status.get("nodePool") or {}).get("name") == pool:
-            used += int((status.get("plan") or {}).get("nodes", 0))
+    for key in cache.bound_to(pool):
+        other = cache.summary(key)
+        if other is not None and other.uid != uid and other.phase in HOLDING_TEXT:
+            used += other.nodes
     return used

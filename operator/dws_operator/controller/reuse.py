@@ -79,11 +79,7 @@ class PoolShelf:
 
     def holder(self, pool: NodePool) -> Key | None:
         """The request the pool's labels name, if it still exists."""
-        body = self.cache.request_by_uid(pool.config.resource_labels.get(UID_LABEL, ""))
-        if body is None:
-            return None
-        metadata = body.get("metadata") or {}
-        return str(metadata.get("namespace")), str(metadata.get("name"))
+        return self.cache.key_by_uid(pool.config.resource_labels.get(UID_LABEL, ""))
 
     def taken_by_other(self, name: str, key: Key) -> bool:
         """Whether another request is taking `name` over (claimed, or named in its status
@@ -140,10 +136,9 @@ class PoolShelf:
         return found
 
     def _idle_since(self, name: str, holder: Key | None, now: float) -> float:
-        body = self.cache.request(holder) if holder is not None else None
-        status = (body or {}).get("status") or {}
-        stamp = status.get("scaledDownAt") or status.get("finishedAt")
-        if isinstance(stamp, str):
+        summary = self.cache.summary(holder) if holder is not None else None
+        stamp = summary.released_at if summary is not None else None
+        if stamp is not None:
             try:
                 return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
             except ValueError:
@@ -173,12 +168,12 @@ class PoolShelf:
         )
 
     def _finished(self, key: Key) -> bool:
-        body = self.cache.request(key)
-        if body is None:
+        summary = self.cache.summary(key)
+        if summary is None:
             return True
-        if (body.get("metadata") or {}).get("deletionTimestamp") is not None:
+        if summary.deleting:
             return False  # its deletion is still cleaning up
-        return (body.get("status") or {}).get("phase") in _FINISHED
+        return summary.phase in _FINISHED
 
     def _index(self) -> None:
         """Pools by shape, rebuilt when the snapshot changed."""

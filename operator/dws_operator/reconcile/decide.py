@@ -166,8 +166,10 @@ class _Run:
         return self.phase(Phase.FAILED, f"{reason}: {message}", requeue=1.0)
 
 
-#: The plans of this many requests are kept (see `planned`).
-PLAN_MEMORY = 4096
+#: The plans of this many requests are kept (see `planned`): those being looked at
+#: now. A plan takes ~0.07 ms to make and ~7 KB to keep, so a thousand requests that
+#: only wait are planned again when woken rather than kept planned.
+PLAN_MEMORY = 256
 Planned = tuple[TrainingRequestSpec, SlicePlan] | InvalidSpec
 _plans: OrderedDict[str, tuple[Mapping[str, Any], str, Planned]] = OrderedDict()
 
