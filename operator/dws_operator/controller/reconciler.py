@@ -154,11 +154,6 @@ class Reconciler:
             body = self.cache.request(key)
             if body is None:
                 raise CalledOff(f"{key[0]}/{key[1]} is gone")
-            metadata = body.get("metadata") or {}
-            if FINALIZER in (metadata.get("finalizers") or []):
-                return
-            if metadata.get("deletionTimestamp") is not None:
-                raise CalledOff(f"{key[0]}/{key[1]} is being deleted")
             try:
                 held = await self._hold(body)
             except UnprocessableEntityException as refused:
@@ -173,7 +168,6 @@ class Reconciler:
                 held = await self._hold(fresh)
             if FINALIZER not in ((held.get("metadata") or {}).get("finalizers") or []):
                 raise CalledOff(f"{key[0]}/{key[1]} could not be held (gone or being deleted)")
-            return
 
         return hold
 
