@@ -5,6 +5,7 @@ request order, "Too many operations" backed off, terminal errors handed to the r
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Awaitable, Callable
 
 import grpc
@@ -16,7 +17,12 @@ from dws_operator.controller.operations import (
     Priority,
 )
 from dws_operator.controller.pools import PoolSnapshot
-from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
+from dws_operator.emulator import (
+    DEFAULT_CLUSTER,
+    ClusterManagerEmulator,
+    EmulatorConfig,
+    MethodFaults,
+)
 from dws_operator.gke import NodePoolClient, RetryPolicy, connect
 from tests.builders import gpu
 from tests.gke.harness import UID, MakeEmulator, rendered
@@ -237,3 +243,38 @@ def test_an_operation_its_first_step_calls_off_ends_without_a_call_and_frees_the
     woken = scheduled(emulator, scenario, slots=1)
     assert [c.request.node_pool.name for c in emulator.calls_for("CreateNodePool")] == ["next"]
     assert ("ns", "gone") in woken
+
+
+def test_operations_are_followed_by_name_and_free_their_slot_when_done(
+    make_emulator: MakeEmulator,
+) -> None:
+    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=LATENCY))
+    # The pool read after each operation is slow: the next operation must not wait for it.
+    emulator.set_faults("GetNodePool", MethodFaults(latency_seconds=1.0))
+    names = [f"pool-{i:02d}" for i in range(4)]
+
+    async def scenario(
+        scheduler: OperationScheduler, gke: NodePoolClient, _: list[tuple[str, str]]
+    ) -> None:
+        for i, name in enumerate(names):
+            scheduler.submit(creation(gke, name, f"2026-11-23T10:00:{i:02d}Z", name))
+        # Forgotten once the snapshot shows each result.
+        await until(lambda: all(scheduler.owner(name) is None for name in names))
+
+    scheduled(emulator, scenario, slots=1)
+    # One slot, creates one after another, each followed by name, never by listing the
+    # location's operations (a list that grows with GKE's history).
+    assert emulator.calls_for("ListOperations") == []
+    gets = emulator.calls_for("GetOperation")
+    assert len(names) <= len(gets) <= 4 * len(names), len(gets)
+    creates = emulator.calls_for("CreateNodePool")
+    assert [c.request.node_pool.name for c in creates] == names
+    # Each next create reached GKE while the read of the pool before it was still under
+    # way: the slot was given again when GKE showed the operation done.
+    reads = emulator.calls_for("GetNodePool")
+    for before, after in itertools.pairwise(creates):
+        pool = f"/{before.request.node_pool.name}"
+        # Its create's own look for the pool first (idempotence), then the read after.
+        read = [r for r in reads if r.request.name.endswith(pool) and r.started > before.started]
+        assert read, f"no read of {pool} after its create"
+        assert after.started < read[0].started + read[0].duration, (before, after)

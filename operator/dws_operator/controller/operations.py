@@ -6,10 +6,11 @@ answered RESOURCE_EXHAUSTED "Too many operations") and one at a time per pool
 for a slot, in an order that stops the bill first: scale-downs and deletes before
 creates, and creates first come, first served (by the request's creation time).
 
-An operation is started (one call), then followed with one ListOperations for all that
-run; when one is done the pool snapshot is refreshed before the slot is given again and
-the request is woken, so no pass ever sees neither the operation nor its result. No
-pass waits on GKE: reconcile passes only submit, and read `view`.
+An operation is started (one call), then followed by name when it is due; when one is
+done its slot is free for the next at once (GKE counts it no more), while the operation
+stays known until the pool snapshot shows its result and the request is woken, so no
+pass ever sees neither the operation nor its result. No pass waits on GKE: reconcile
+passes only submit, and read `view`.
 
 Everything here is memory: an operator restarted mid-operation finds the operation's
 effect (or the pool still PROVISIONING/STOPPING) in GKE, which is what it decides on.
@@ -29,6 +30,7 @@ from datetime import datetime
 from enum import IntEnum
 
 from dws_operator.controller.cache import Key
+from dws_operator.controller.fence import FENCE
 from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.gke import GkeError, NodePoolClient, classify_status
 from dws_operator.gke.client import Operation
@@ -39,8 +41,8 @@ log = logging.getLogger(__name__)
 
 #: GKE's default cap on a cluster's node pool operations in flight.
 DEFAULT_SLOTS = 5
-#: Between two ListOperations while operations run and none is known to be due sooner;
-#: the cap on how long a late operation goes unlooked at.
+#: The first look at an operation of a kind GKE's durations are not known for yet; the
+#: cap on how long a late operation goes unlooked at.
 POLL_SECONDS = 2.0
 #: The shortest pause between two looks at a late operation.
 MIN_LOOK_SECONDS = 0.05
@@ -124,6 +126,8 @@ class OperationScheduler:
         #: Queued operations by `order` (kept sorted: positions are bisections).
         self._queue: list[tuple[tuple[int, str, int], str]] = []
         self._active: set[str] = set()
+        #: Of `_active`: done in GKE (its slot free), the snapshot not yet refreshed.
+        self._finishing: set[str] = set()
         #: Terminal errors by pool, with the request they are for.
         self._errors: dict[str, tuple[Key, GkeError]] = {}
         self._seq = itertools.count()
@@ -185,7 +189,7 @@ class OperationScheduler:
     def position_for(self, priority: Priority, since: str) -> int:
         """Where a new operation would queue (1 = next), 0 if a slot is free for it now."""
         ahead = bisect.bisect_left(self._queue, ((priority, since, next(self._seq)), ""))
-        if ahead == 0 and len(self._active) < self.slots:
+        if ahead == 0 and self._taken() < self.slots:
             return 0
         return ahead + 1
 
@@ -207,7 +211,11 @@ class OperationScheduler:
 
     @property
     def running(self) -> int:
-        return len(self._active)
+        return self._taken()
+
+    def _taken(self) -> int:
+        """GKE's slots this scheduler holds: operations started and not seen done."""
+        return len(self._active) - len(self._finishing)
 
     @property
     def queued(self) -> int:
@@ -236,7 +244,7 @@ class OperationScheduler:
             return self._paused_until - now
         soonest: float | None = None
         index = 0
-        while len(self._active) < self.slots and index < len(self._queue):
+        while self._taken() < self.slots and index < len(self._queue):
             pool = self._queue[index][1]
             operation = self._ops[pool]
             if operation.not_before > now:
@@ -269,6 +277,7 @@ class OperationScheduler:
         """Make the operation's next call; on to following it, or back in the queue."""
         try:
             while operation.step < len(operation.steps):
+                FENCE.check()  # a replica that lost its Lease starts nothing in GKE
                 started = await operation.steps[operation.step]()
                 if started is not None:
                     operation.running = started.name
@@ -333,12 +342,17 @@ class OperationScheduler:
         self._kick.set()
 
     async def _finished(self, operation: PoolOperation, error: GkeError | None) -> None:
-        """Done (or failed in GKE): see the result in the snapshot, then free the slot."""
+        """Done (or failed in GKE): its slot goes to the next at once; the operation is
+        forgotten (and its request woken) once the snapshot shows the result."""
+        pool = operation.pool
+        self._finishing.add(pool)
+        self._kick.set()
         try:
             await self.snapshot.refresh_pool(operation.pool)
         except GkeError as refresh_error:
             log.warning("listing node pools after an operation: %s", refresh_error)
-        pool = operation.pool
+        finally:
+            self._finishing.discard(pool)
         self._active.discard(pool)
         self._quota_pause = 0.0
         if error is None:
@@ -353,9 +367,11 @@ class OperationScheduler:
         self._kick.set()
 
     async def _follow(self) -> None:
-        """ListOperations when an operation is due to be done: at its start plus how long
-        GKE took for that kind lately (from GKE's own start and end times), then more
-        often the later it runs. One call serves every running operation."""
+        """GetOperation for each operation when it is due to be done: at its start plus
+        how long GKE took for that kind lately (from GKE's own start and end times), then
+        more often the later it runs. By name, not ListOperations: GKE lists every
+        operation of the location it still remembers, thousands after a busy day, and a
+        look must not cost more as history grows."""
         while True:
             wait = self._next_look()
             self._running_changed.clear()
@@ -363,38 +379,37 @@ class OperationScheduler:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._running_changed.wait(), wait)
                 continue
-            try:
-                listed = {op.name: op for op in await self.gke.list_operations()}
-            except GkeError as error:
-                log.warning("listing operations failed: %s", error)
-                await asyncio.sleep(self.poll)
-                continue
-            self.stats.looks += 1
-            for pool in list(self._active):
-                # Others may have finished meanwhile (this loop awaits GKE below).
-                operation = self._ops.get(pool)
-                if operation is None or pool not in self._active or operation.running is None:
-                    continue
-                current = listed.get(operation.running)
-                if current is None:
-                    # Past GKE's listing window (or started after it): ask by name.
-                    try:
-                        current = await self.gke.operation(operation.running)
-                    except GkeError as error:
-                        log.warning("reading operation %s: %s", operation.running, error)
-                        operation.looked_at = self._clock()  # late looks, not a hot loop
-                        continue
-                    if operation.running is None or current.name != operation.running:
-                        continue
-                if current.status == Operation.Status.DONE:
-                    self._learn(current)
-                    operation.running = None  # seen done once, not again next look
-                    self._spawn(self._next_step(operation, current))
-                else:
-                    operation.looked_at = self._clock()
+            now = self._clock()
+            due = [
+                operation
+                for pool in self._active
+                if (operation := self._ops[pool]).running is not None
+                and self._due(operation, now) <= now
+            ]
+            await asyncio.gather(*(self._look(operation) for operation in due))
+
+    async def _look(self, operation: PoolOperation) -> None:
+        name = operation.running
+        if name is None:
+            return
+        self.stats.looks += 1
+        try:
+            current = await self.gke.operation(name)
+        except GkeError as error:
+            log.warning("reading operation %s: %s", name, error)
+            operation.looked_at = self._clock()  # late looks, not a hot loop
+            return
+        if operation.running != name:
+            return  # finished or replaced meanwhile
+        if current.status == Operation.Status.DONE:
+            self._learn(current)
+            operation.running = None  # seen done once, not again next look
+            self._spawn(self._next_step(operation, current))
+        else:
+            operation.looked_at = self._clock()
 
     def _next_look(self) -> float | None:
-        """Seconds until the next ListOperations (<= 0: now); None: nothing runs."""
+        """Seconds until the next look (<= 0: now); None: nothing runs."""
         running = [self._ops[p] for p in self._active if self._ops[p].running is not None]
         if not running:
             return None

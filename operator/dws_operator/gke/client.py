@@ -307,14 +307,6 @@ class NodePoolClient:
             ),
         )
 
-    async def list_operations(self) -> list[Operation]:
-        """The operations GKE lists for the cluster's location (recent and running)."""
-        parent = f"projects/{self.cluster.project}/locations/{self.cluster.location}"
-        response = await self.call(
-            self.api.list_operations, container_v1.ListOperationsRequest(parent=parent)
-        )
-        return list(response.operations)
-
     async def operation(self, name: str) -> Operation:
         return await self.call(
             self.api.get_operation,

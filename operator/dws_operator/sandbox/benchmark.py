@@ -38,6 +38,7 @@ The figures (`_s`: seconds; None: could not be measured, e.g. not every request 
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -53,7 +54,7 @@ from dws_operator.sandbox.figures import (
     quota_bound,
     rounded,
 )
-from dws_operator.sandbox.gke_view import snapshot
+from dws_operator.sandbox.gke_view import GkeSnapshot, snapshot
 from dws_operator.sandbox.load import Fleet
 from dws_operator.sandbox.process_usage import MIB
 from dws_operator.sandbox.shapes import SHAPES, Shape
@@ -229,6 +230,9 @@ class Point:
         # adds nodes back for any pending pod) and resizing to zero (else idle nodes stay
         # until the autoscaler's 10-minute scale-down delay).
         bound = queue_latencies(ends, limits.concurrent_operations, 2 * update)
+        self.figures |= _completion_breakdown(
+            snapshot(bed.emulator), fleet, at_zero, since, limits.concurrent_operations
+        )
         self.figures |= {
             "jobs_finished": len(ends),
             "pools_at_zero": len(at_zero),
@@ -324,3 +328,40 @@ def _span(since: float, reached: dict[str, float], count: int) -> float | None:
     if len(reached) < count or not reached:
         return None
     return max(reached.values()) - since
+
+
+def _completion_breakdown(
+    gke: GkeSnapshot, fleet: Fleet, at_zero: dict[str, float], since: float, quota: int
+) -> dict[str, Any]:
+    """Where a completion wave's time went, from GKE's operation times: Job finished ->
+    its first scale-down call (noticing, then waiting for a slot), one call's end -> the
+    next call on that pool (following the operation), and how busy GKE's slots were."""
+    noticed: list[float] = []
+    between: list[float] = []
+    busy, first, last = 0.0, float("inf"), 0.0
+    for record in fleet.records(1):
+        if record.name not in at_zero or record.job_finished_at is None:
+            continue
+        operations = sorted(
+            (op for pool in record.pools for op in gke.operations_since(pool, since)),
+            key=lambda op: op.started,
+        )
+        if not operations:
+            continue
+        noticed.append(max(operations[0].started - record.job_finished_at, 0.0))
+        for one, two in itertools.pairwise(operations):
+            if one.ended is not None:
+                between.append(max(two.started - one.ended, 0.0))
+        for op in operations:
+            if op.ended is not None:
+                busy += op.ended - op.started
+                first, last = min(first, op.started), max(last, op.ended)
+    span = last - first
+    return {
+        "completion_finished_to_first_call_p50_s": rounded(percentile(noticed, 50)),
+        "completion_finished_to_first_call_p99_s": rounded(percentile(noticed, 99)),
+        "completion_between_calls_p50_s": rounded(percentile(between, 50)),
+        "completion_between_calls_p99_s": rounded(percentile(between, 99)),
+        "completion_operations_s": rounded(span if span > 0 else None),
+        "completion_slots_busy_share": rounded(busy / (span * quota) if span > 0 else None),
+    }
