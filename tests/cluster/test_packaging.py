@@ -316,3 +316,52 @@ def _client(kubeconfig: Path) -> k8s.ApiClient:
     from kubernetes import config as k8s_config  # noqa: PLC0415
 
     return k8s_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+
+
+def _objects(helm: Helm, *extra: str) -> dict[tuple[str, str], dict[str, object]]:
+    rendered = helm("template", "ha", str(CHART), "--namespace", "dws-system", *GKE_VALUES, *extra)
+    assert rendered.returncode == 0, rendered.stderr
+    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(rendered.stdout) if d}
+
+
+def test_chart_runs_two_replicas_with_one_leader(helm: Helm) -> None:
+    objects = _objects(helm)
+    deployment = objects[("Deployment", "ha-dws-operator")]
+    spec = deployment["spec"]
+    assert isinstance(spec, dict)
+    assert spec["replicas"] == 2
+    assert "strategy" not in spec  # Kubernetes' RollingUpdate: the Lease hands over
+    pod = spec["template"]["spec"]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["DWS_LEADER_ELECT"]["value"] == "true"
+    assert env["DWS_LEASE_NAME"]["value"] == "ha-dws-operator"
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    selector = spec["selector"]["matchLabels"]
+    [term] = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == selector
+    budget = objects[("PodDisruptionBudget", "ha-dws-operator")]
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": selector}}
+    # Leases in its own namespace, its own Lease only beyond creating it.
+    role = objects[("Role", "ha-dws-operator-leader-election")]
+    assert role["metadata"]["namespace"] == "dws-system"  # type: ignore[index]
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["ha-dws-operator"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    binding = objects[("RoleBinding", "ha-dws-operator-leader-election")]
+    assert binding["roleRef"]["name"] == "ha-dws-operator-leader-election"  # type: ignore[index]
+    cluster_role = objects[("ClusterRole", "ha-dws-operator")]
+    assert all("leases" not in r["resources"] for r in cluster_role["rules"])  # type: ignore[attr-defined]
+
+
+def test_chart_with_one_replica_has_no_budget(helm: Helm) -> None:
+    objects = _objects(helm, "--set", "replicaCount=1")
+    assert ("PodDisruptionBudget", "ha-dws-operator") not in objects
+    assert objects[("Deployment", "ha-dws-operator")]["spec"]["replicas"] == 1  # type: ignore[index]

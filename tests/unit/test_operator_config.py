@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -95,3 +96,62 @@ def test_run_refuses_to_start_without_settings() -> None:
         "dws-operator run: DWS_GKE_PROJECT is not set; set it (or pass --project) to the GKE "
         "cluster's value"
     )
+
+
+def test_leader_election_is_off_unless_asked() -> None:
+    config = OperatorConfig.from_env(BASE)
+    assert config.lease is None
+    assert config.lease_settings() is None
+
+
+def test_leader_election_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POD_NAME", "dws-operator-7d9f-abcde")
+    config = OperatorConfig.from_env(
+        {
+            **BASE,
+            "DWS_LEADER_ELECT": "True",
+            "DWS_LEASE_NAME": "dws",
+            "DWS_LEASE_DURATION_SECONDS": "30",
+            "DWS_LEASE_RENEW_DEADLINE_SECONDS": "20",
+            "DWS_LEASE_RETRY_PERIOD_SECONDS": "4",
+        },
+        lease_namespace="ops",
+    )
+    settings = config.lease_settings()
+    assert settings is not None
+    assert (settings.namespace, settings.name) == ("ops", "dws")
+    assert (settings.duration, settings.renew_deadline, settings.retry_period) == (30, 20, 4)
+    # One candidate per process: a restarted container is a new one.
+    assert settings.identity.startswith("dws-operator-7d9f-abcde_")
+    again = config.lease_settings()
+    assert again is not None
+    assert again.identity != settings.identity
+
+
+def test_leader_election_defaults_are_client_gos(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POD_NAMESPACE", "dws-system")
+    settings = OperatorConfig.from_env({**BASE, "DWS_LEADER_ELECT": "true"}).lease_settings()
+    assert settings is not None
+    assert (settings.namespace, settings.name) == ("dws-system", "dws-operator")
+    assert (settings.duration, settings.renew_deadline, settings.retry_period) == (15, 10, 2)
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"DWS_LEADER_ELECT": "yes"}, "DWS_LEADER_ELECT='yes'"),
+        (
+            {"DWS_LEADER_ELECT": "true", "DWS_LEASE_RENEW_DEADLINE_SECONDS": "15"},
+            "must be longer than the renew deadline",
+        ),
+        (
+            {"DWS_LEADER_ELECT": "true", "DWS_LEASE_RETRY_PERIOD_SECONDS": "9"},
+            "1.2 x the retry period",
+        ),
+        ({"DWS_LEADER_ELECT": "true", "DWS_LEASE_NAME": "Bad_Name"}, "DWS_LEASE_NAME"),
+        ({"DWS_LEADER_ELECT": "true", "DWS_LEASE_DURATION_SECONDS": "x"}, "expected seconds"),
+    ],
+)
+def test_bad_leader_election_settings(env: dict[str, str], words: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        OperatorConfig.from_env({**BASE, **env})

@@ -13,6 +13,7 @@ from typing import Any
 import kopf
 
 from dws_operator.controller import ConfigError, OperatorConfig, run_operator
+from dws_operator.controller.leader import LeaseSettings
 
 
 def register(commands: Any) -> None:
@@ -46,6 +47,13 @@ def register(commands: Any) -> None:
         "(DWS_RUNNING_POLL_SECONDS, default 300)",
     )
     parser.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    parser.add_argument(
+        "--leader-elect",
+        help="true: replicas take turns on a Lease, only its holder acts (DWS_LEADER_ELECT; "
+        "settings: DWS_LEASE_NAMESPACE, DWS_LEASE_NAME, DWS_LEASE_DURATION_SECONDS, "
+        "DWS_LEASE_RENEW_DEADLINE_SECONDS, DWS_LEASE_RETRY_PERIOD_SECONDS)",
+    )
+    parser.add_argument("--lease-namespace", help="namespace of the Lease (default: the pod's own)")
     parser.set_defaults(run=run)
 
 
@@ -62,13 +70,16 @@ def run(args: argparse.Namespace) -> int:
             queued_queue=args.queued_queue,
             namespaces=args.namespaces,
             running_poll_seconds=args.running_poll_seconds,
+            leader_elect=args.leader_elect,
+            lease_namespace=args.lease_namespace,
         )
+        lease = config.lease_settings()
     except ConfigError as error:
         print(f"dws-operator run: {error}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
-        asyncio.run(_serve(config, args))
+        asyncio.run(_serve(config, args, lease))
     except Exception as error:
         # A start-up handler's refusal (Kueue missing or too old) arrives wrapped in kopf's
         # ActivityError: one line, not a traceback.
@@ -79,12 +90,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(config: OperatorConfig, args: argparse.Namespace) -> None:
+async def _serve(
+    config: OperatorConfig, args: argparse.Namespace, lease: LeaseSettings | None
+) -> None:
     """Until SIGINT or SIGTERM (how Kubernetes stops a pod), then a clean kopf shutdown."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     await run_operator(
-        config, kubeconfig=args.kubeconfig, stop_flag=stop, liveness_endpoint=args.liveness
+        config,
+        kubeconfig=args.kubeconfig,
+        stop_flag=stop,
+        liveness_endpoint=args.liveness,
+        lease=lease,
     )

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
 from dws_operator.api.base import DNS_LABEL_PATTERN
+from dws_operator.controller.leader import (
+    LEASE_DURATION_SECONDS,
+    LEASE_NAME,
+    RENEW_DEADLINE_SECONDS,
+    RETRY_PERIOD_SECONDS,
+    LeaseSettings,
+    default_identity,
+    default_namespace,
+)
 from dws_operator.reconcile.decide import RUNNING_POLL_SECONDS
 
 _PROJECT_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
@@ -26,6 +35,17 @@ class KueueMode(StrEnum):
 
 class ConfigError(ValueError):
     """A missing or malformed operator setting."""
+
+
+@dataclass(frozen=True)
+class LeaseConfig:
+    """Leader election's settings; the namespace defaults to the pod's own."""
+
+    namespace: str | None = None
+    name: str = LEASE_NAME
+    duration: float = LEASE_DURATION_SECONDS
+    renew_deadline: float = RENEW_DEADLINE_SECONDS
+    retry_period: float = RETRY_PERIOD_SECONDS
 
 
 @dataclass(frozen=True)
@@ -53,6 +73,21 @@ class OperatorConfig:
     #: How long a finished request's pool, at zero, waits for the next request of its
     #: shape before it is deleted; 0: pools are never reused (nor deleted for idling).
     pool_idle_seconds: float = 300.0
+    #: Leader election on a Lease (for more than one replica); None: off (one replica).
+    lease: LeaseConfig | None = None
+
+    def lease_settings(self) -> LeaseSettings | None:
+        """This process's candidacy for the Lease, None without leader election."""
+        if self.lease is None:
+            return None
+        return LeaseSettings(
+            namespace=self.lease.namespace or default_namespace(),
+            identity=default_identity(),
+            name=self.lease.name,
+            duration=self.lease.duration,
+            renew_deadline=self.lease.renew_deadline,
+            retry_period=self.lease.retry_period,
+        )
 
     @property
     def cluster_path(self) -> str:
@@ -114,6 +149,7 @@ class OperatorConfig:
         )
         idle_text = get("pool_idle_seconds", "DWS_POOL_IDLE_SECONDS")
         idle = 300.0 if idle_text is None else _idle_seconds(idle_text)
+        lease = _lease(get)
         return cls(
             project,
             location,
@@ -128,7 +164,40 @@ class OperatorConfig:
             slots,
             refresh,
             idle,
+            lease,
         )
+
+
+def _lease(get: Callable[[str, str], str | None]) -> LeaseConfig | None:
+    elect = (get("leader_elect", "DWS_LEADER_ELECT") or "false").strip().lower()
+    if elect not in ("true", "false"):
+        raise ConfigError(f"DWS_LEADER_ELECT={elect!r} is not valid; use true or false")
+    if elect == "false":
+        return None
+    namespace = get("lease_namespace", "DWS_LEASE_NAMESPACE")
+    if namespace is not None:
+        _check(namespace, re.compile(DNS_LABEL_PATTERN), "DWS_LEASE_NAMESPACE", "a namespace")
+    name = get("lease_name", "DWS_LEASE_NAME") or LEASE_NAME
+    _check(name, re.compile(DNS_LABEL_PATTERN), "DWS_LEASE_NAME", "a Lease name")
+
+    def seconds(key: str, env: str, default: float) -> float:
+        text = get(key, env)
+        return default if text is None else _seconds(text, env, 0.1, 3600.0)
+
+    config = LeaseConfig(
+        namespace,
+        name,
+        seconds("lease_duration", "DWS_LEASE_DURATION_SECONDS", LEASE_DURATION_SECONDS),
+        seconds("lease_renew_deadline", "DWS_LEASE_RENEW_DEADLINE_SECONDS", RENEW_DEADLINE_SECONDS),
+        seconds("lease_retry_period", "DWS_LEASE_RETRY_PERIOD_SECONDS", RETRY_PERIOD_SECONDS),
+    )
+    try:  # the same checks as the Lease's own (client-go's)
+        LeaseSettings(
+            "default", "check", name, config.duration, config.renew_deadline, config.retry_period
+        )
+    except ValueError as error:
+        raise ConfigError(f"leader election: {error}") from None
+    return config
 
 
 def _poll_seconds(text: str) -> float:

@@ -32,6 +32,7 @@ from kubernetes.aio.client.exceptions import (
 )
 
 from dws_operator.api import GROUP, KIND, PLURAL, VERSION
+from dws_operator.controller.fence import FENCE
 from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 
 FIELD_MANAGER = "dws-operator"
@@ -134,9 +135,12 @@ class KubeApi:
         query: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str | None = None,
+        fenced: bool = True,
     ) -> Any:
         """One request; the answer's JSON. Raises the client's typed `ApiException`s
         (`NotFoundException`, `ConflictException`, ...) for an answer that is not 2xx."""
+        if fenced and method != "GET":
+            FENCE.check()  # a replica that lost its Lease writes nothing
         headers = {"Accept": "application/json"}
         if content_type is not None:
             headers["Content-Type"] = content_type

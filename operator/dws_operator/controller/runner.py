@@ -4,15 +4,28 @@ sandbox, in a background thread that can be stopped and started again."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import threading
+import urllib.parse
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import TracebackType
 
 import kopf
+from aiohttp import web
 
 from dws_operator.controller.config import OperatorConfig
+from dws_operator.controller.fence import FENCE, LeaseLost
 from dws_operator.controller.handlers import build_registry
+from dws_operator.controller.kube import KubeApi, connect
+from dws_operator.controller.leader import LeaderElector, LeaseSettings
+
+log = logging.getLogger(__name__)
+
+#: The exit code of a replica that lost the Lease (the container is restarted).
+LEASE_LOST_EXIT_CODE = 3
 
 
 async def run_operator(
@@ -22,17 +35,95 @@ async def run_operator(
     stop_flag: threading.Event | asyncio.Event | None = None,
     ready_flag: threading.Event | asyncio.Event | None = None,
     liveness_endpoint: str | None = None,
+    lease: LeaseSettings | None = None,
+    lease_lost: Callable[[LeaseLost], None] | None = None,
+) -> None:
+    """Run until `stop_flag`. With `lease`, first wait to hold it (answering liveness
+    probes meanwhile), then reconcile while it is renewed; when it is lost,
+    `lease_lost` is called (default: `exit_at_once`), which must stop every action now."""
+    if lease is None:
+        await _reconcile(config, kubeconfig, stop_flag, ready_flag, liveness_endpoint)
+        return
+    api = await connect(str(kubeconfig) if kubeconfig else None)
+    try:
+        elector = LeaderElector(KubeApi(api), lease)
+        async with standing_by(liveness_endpoint):
+            if not await elector.acquire(stop_flag):
+                return
+        lost = lease_lost or exit_at_once
+        FENCE.arm(elector, lost)
+        keeping = asyncio.create_task(elector.keep(), name="dws-lease")
+        operating = asyncio.create_task(
+            _reconcile(config, kubeconfig, stop_flag, ready_flag, liveness_endpoint)
+        )
+        await asyncio.wait({keeping, operating}, return_when=asyncio.FIRST_COMPLETED)
+        if keeping.done():
+            # Only LeaseLost ends keep(); anything else is a bug, and as final: nobody
+            # renews the Lease any more.
+            error = keeping.exception()
+            why = error if isinstance(error, LeaseLost) else LeaseLost(f"renewing: {error!r}")
+            lost(why)
+        keeping.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeping
+        if operating.done():
+            await elector.release()
+        await operating
+    finally:
+        FENCE.disarm()
+        await api.close()  # type: ignore[no-untyped-call]
+
+
+async def _reconcile(
+    config: OperatorConfig,
+    kubeconfig: Path | None,
+    stop_flag: threading.Event | asyncio.Event | None,
+    ready_flag: threading.Event | asyncio.Event | None,
+    liveness_endpoint: str | None,
 ) -> None:
     await kopf.operator(
         registry=build_registry(config, kubeconfig),
         clusterwide=not config.namespaces,
         namespaces=list(config.namespaces),
-        # One replica: no peering objects needed (leader election comes with HA).
+        # Replicas are kept apart by the Lease (kopf's peering only pauses others).
         standalone=True,
         stop_flag=stop_flag,
         ready_flag=ready_flag,
         liveness_endpoint=liveness_endpoint,
     )
+
+
+def exit_at_once(why: LeaseLost) -> None:
+    """Another replica may take the Lease `duration - renew_deadline` after this one
+    gave up: no clean shutdown (it waits for calls in flight) fits that surely. Nothing
+    is lost by stopping hard: every action is idempotent and re-decided from what is
+    observed, and the container is restarted as a candidate."""
+    log.critical("leader election: %s; exiting now", why)
+    logging.shutdown()
+    os._exit(LEASE_LOST_EXIT_CODE)
+
+
+@contextlib.asynccontextmanager
+async def standing_by(endpoint: str | None) -> AsyncIterator[None]:
+    """Answer liveness probes on `endpoint` while waiting for the Lease (kopf's own
+    endpoint takes the port over once this replica leads)."""
+    if endpoint is None:
+        yield
+        return
+    url = urllib.parse.urlsplit(endpoint)
+
+    async def alive(request: web.Request) -> web.Response:
+        return web.json_response({"standby": True})
+
+    app = web.Application()
+    app.router.add_get(url.path or "/", alive)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, url.hostname, url.port or 80, reuse_address=True).start()
+        yield
+    finally:
+        await runner.cleanup()
 
 
 class _ThreadSignalsNotice(logging.Filter):

@@ -1,0 +1,159 @@
+"""Two `dws-operator run` processes, one Lease: the leader is killed mid-lifecycle and the
+other finishes the request, with one pool created and scaled to zero."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client as k8s
+
+from dws_operator.devcluster import DevCluster
+from dws_operator.emulator import ClusterManagerEmulator
+from tests.builders import gpu
+from tests.cluster.operator.harness import Scenario
+from tests.polling import eventually
+
+DURATION, RENEW, RETRY = 4.0, 3.0, 0.5
+
+
+class Replica:
+    def __init__(self, name: str, env: dict[str, str], kubeconfig: Path, log: Path) -> None:
+        self.name = name
+        self.log = log
+        self._out = log.open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "dws_operator", "run", "--kubeconfig", str(kubeconfig)],
+            env={**env, "POD_NAME": name},
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+        )
+
+    def stop(self, signum: int = signal.SIGTERM) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+        code = self.process.wait(timeout=60)
+        self._out.close()
+        return code
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+
+@pytest.fixture
+def replicas(
+    devcluster: DevCluster,
+    training_request_crd: str,
+    emulator: ClusterManagerEmulator,
+    namespace: str,
+    tmp_path: Path,
+) -> Iterator[dict[str, Replica]]:
+    env = {
+        **os.environ,
+        "DWS_GKE_PROJECT": "dws-sandbox",
+        "DWS_GKE_LOCATION": "us-central1",
+        "DWS_GKE_CLUSTER": "sandbox",
+        "DWS_GKE_ENDPOINT": emulator.endpoint,
+        "DWS_KUEUE": "disabled",
+        "DWS_NAMESPACES": namespace,
+        "DWS_LEADER_ELECT": "true",
+        "DWS_LEASE_NAMESPACE": namespace,
+        "DWS_LEASE_DURATION_SECONDS": str(DURATION),
+        "DWS_LEASE_RENEW_DEADLINE_SECONDS": str(RENEW),
+        "DWS_LEASE_RETRY_PERIOD_SECONDS": str(RETRY),
+    }
+    started = {
+        name: Replica(name, env, devcluster.kubeconfig, tmp_path / f"{name}.log")
+        for name in ("replica-a", "replica-b")
+    }
+    try:
+        yield started
+    finally:
+        for replica in started.values():
+            replica.stop(signal.SIGKILL)
+
+
+def _holder(api: k8s.ApiClient, namespace: str) -> str:
+    try:
+        lease = k8s.CoordinationV1Api(api).read_namespaced_lease("dws-operator", namespace)
+    except k8s.ApiException as error:
+        if error.status == 404:
+            return ""
+        raise
+    return str(lease.spec.holder_identity or "")
+
+
+def test_the_leader_killed_mid_lifecycle(
+    api: k8s.ApiClient,
+    namespace: str,
+    scenario: Scenario,
+    emulator: ClusterManagerEmulator,
+    replicas: dict[str, Replica],
+) -> None:
+    holder = eventually(lambda: _holder(api, namespace), what="a replica to take the lease")
+    leader = replicas[holder.split("_")[0]]
+    [standby] = [r for r in replicas.values() if r is not leader]
+    eventually(
+        lambda: f"waiting; {holder} holds the lease" in standby.output(),
+        what="the standby to see the leader",
+    )
+    assert f"{holder} holds lease {namespace}/dws-operator" in leader.output()
+    assert "holds lease" not in standby.output()  # it never took it
+
+    scenario.create(gpu("nvidia-l4", nodes=1, count=1), mode="Spot")
+    eventually(scenario.created_pools, what="CreateNodePool from the leader")
+    leader.stop(signal.SIGKILL)
+    killed = time.monotonic()
+
+    def new_holder() -> str | None:
+        now = _holder(api, namespace)
+        return now if now and now != holder else None
+
+    new = eventually(
+        new_holder,
+        timeout=DURATION + 10,
+        what="the standby to take the lease over",
+    )
+    took_over = time.monotonic() - killed
+    assert new.startswith(f"{standby.name}_")
+    # Not before the lease ran out (the killed leader's last renewal), nor long after.
+    assert took_over < DURATION + 2 * RETRY * 1.2 + 2.0, f"took over after {took_over:.1f}s"
+    print(f"failover: lease taken over {took_over:.2f}s after SIGKILL of the leader")
+
+    scenario.wait_phase("WaitingForCapacity", timeout=30)
+    scenario.mark_pods("Succeeded", 1)
+    scenario.wait_phase("Succeeded", timeout=30)
+    eventually(lambda: scenario.pool_max() == 0, timeout=30, what="the pool at zero")
+    eventually(lambda: scenario.status().get("scaledDownAt"), what="scaledDownAt")
+    assert [c.ok for c in emulator.calls_for("CreateNodePool")].count(True) == 1
+    assert len(scenario.created_pools()) == 1
+    assert len(scenario.jobs()) == 1
+
+    # A clean stop hands the lease back at once.
+    assert standby.stop() == 0, standby.output()
+    assert _holder(api, namespace) == ""
+
+
+def test_a_replica_that_loses_its_lease_exits(
+    api: k8s.ApiClient, namespace: str, replicas: dict[str, Replica]
+) -> None:
+    holder = eventually(lambda: _holder(api, namespace), what="a replica to take the lease")
+    leader = replicas[holder.split("_")[0]]
+    [standby] = [r for r in replicas.values() if r is not leader]
+    # Stopped, not killed (a paused VM, a stuck node): the standby takes over, and the
+    # leader, resumed, finds the lease taken and exits before doing anything else.
+    leader.process.send_signal(signal.SIGSTOP)
+    eventually(
+        lambda: _holder(api, namespace).startswith(f"{standby.name}_"),
+        timeout=DURATION + 10,
+        what="the standby to take the lease over",
+    )
+    leader.process.send_signal(signal.SIGCONT)
+    assert leader.process.wait(timeout=RENEW + 10) == 3, leader.output()
+    assert "exiting now" in leader.output()
