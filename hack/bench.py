@@ -55,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
         "--timeout-factor", type=float, default=4.0, help="give up on a wave after N x its bound"
     )
     parser.add_argument(
+        "--pool-idle-seconds",
+        type=float,
+        default=3600.0,
+        help="the operator's DWS_POOL_IDLE_SECONDS (longer than the completion wave)",
+    )
+    parser.add_argument(
         "--records",
         type=Path,
         help="also write every request's times (JSON lines) to RECORDS-<requests>.jsonl",
@@ -89,6 +95,7 @@ def main() -> int:
             limits=limits,
             sim_duration=args.sim_duration,
             timeout_factor=args.timeout_factor,
+            pool_idle_seconds=args.pool_idle_seconds,
         )
         say(f"point: {requests} requests")
         try:

@@ -86,6 +86,10 @@ class PointOptions:
     #: The later phases; a quick check (e.g. steady calls at two sizes) may skip them.
     completion_wave: bool = True
     second_wave: bool = True
+    #: The operator's DWS_POOL_IDLE_SECONDS: longer than a completion wave, so the second
+    #: wave measures reuse rather than idle pools deleted meanwhile (the default, 300 s,
+    #: is shorter than a 1,000-request completion wave on this testbed).
+    pool_idle_seconds: float = 3600.0
 
 
 class Point:
@@ -112,6 +116,7 @@ class Point:
             "rate_per_s": options.rate,
             "clock_factor": limits.clock_factor,
             "quota": limits.concurrent_operations,
+            "pool_idle_s": options.pool_idle_seconds,
             "time_base": "wall seconds; GKE operations last simulated seconds / clock_factor",
             "operation_s": {
                 "create": limits.real(limits.create_seconds),
@@ -120,7 +125,8 @@ class Point:
             },
         }
         began = time.monotonic()
-        with Testbed(limits, self.workdir) as bed:
+        env = {"DWS_POOL_IDLE_SECONDS": f"{options.pool_idle_seconds:g}"}
+        with Testbed(limits, self.workdir, operator_env=env) as bed:
             self.say(f"testbed up in {time.monotonic() - began:.1f}s (logs in {self.workdir})")
             with Fleet(bed.cluster.api_client, bed.namespace) as fleet:
                 self._first_wave(bed, fleet)
