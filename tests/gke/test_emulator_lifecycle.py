@@ -135,7 +135,11 @@ def test_resize_and_update_apply_when_done() -> None:
             }
         )
         clock.tick(10)
-        # The autoscaler respects its new ceiling.
+        # A lowered ceiling removes no node (GKE's autoscaler only stops adding above it
+        # and removes nodes as they turn idle); a resize does.
+        assert emulator.node_count(path) == 3
+        await api.set_node_pool_size(request={"name": path, "node_count": 1})
+        clock.tick(10)
         assert emulator.node_count(path) == 1
 
         await api.update_node_pool(

@@ -207,7 +207,7 @@ class Autoscaler:
     ) -> None:
         nodes = sorted(pool.nodes, key=lambda n: node_index(name_of(n)))
         if len(nodes) > pool.count:
-            # Resized down, or the autoscaling maximum lowered: idle nodes go first.
+            # Resized down (a lowered autoscaling maximum removes none): idle first.
             doomed = sorted(nodes, key=lambda n: (name_of(n) in busy, -node_index(name_of(n))))
             doomed = doomed[: len(nodes) - pool.count]
             self.fleet.delete_nodes([name_of(n) for n in doomed])

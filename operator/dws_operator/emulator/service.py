@@ -99,11 +99,17 @@ def _nodes(autoscaling: container_v1.NodePoolAutoscaling, zones: int) -> int:
     return autoscaling.max_node_count * zones
 
 
-def _clamp(count: int, autoscaling: container_v1.NodePoolAutoscaling, zones: int) -> int:
+def _raised_to_minimum(
+    count: int, autoscaling: container_v1.NodePoolAutoscaling, zones: int
+) -> int:
+    """The node count after new autoscaling limits apply. A raised minimum adds nodes; a
+    lowered maximum removes none: the cluster autoscaler only stops adding above it and
+    takes nodes away as they turn idle, so capping the autoscaler at 0 leaves a busy
+    pool's billed nodes up until a resize (or idleness) removes them."""
     if not autoscaling.enabled:
         return count
     low = autoscaling.total_min_node_count or autoscaling.min_node_count * zones
-    return max(low, min(count, _nodes(autoscaling, zones)))
+    return max(low, count)
 
 
 class ClusterManagerService:
@@ -338,7 +344,7 @@ class ClusterManagerService:
 
         def applied() -> None:
             pool.autoscaling = autoscaling
-            record.node_count = _clamp(record.node_count, autoscaling, zones)
+            record.node_count = _raised_to_minimum(record.node_count, autoscaling, zones)
 
         return self._reconcile(
             "SetNodePoolAutoscaling",

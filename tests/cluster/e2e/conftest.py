@@ -87,8 +87,13 @@ def stack(
     with contextlib.ExitStack() as resources:
 
         def start(
-            scenario: SimScenario, kueue: KueueMode = KueueMode.DISABLED, queue: str | None = None
+            scenario: SimScenario,
+            kueue: KueueMode = KueueMode.DISABLED,
+            queue: str | None = None,
+            operator: bool = True,
         ) -> Scenario:
+            """`operator=False`: the test starts (and stops) operators itself, with the
+            scenario's `operator_config`."""
             emulator: ClusterManagerEmulator = resources.enter_context(
                 EmulatorThread(EmulatorConfig(operation_latency_seconds=0.5))
             )
@@ -104,7 +109,13 @@ def stack(
                 # Only this test's namespace: earlier tests' leftovers are not its business.
                 namespaces=(e2e_namespace,),
             )
-            resources.enter_context(OperatorThread(config, kubeconfig=simcluster_e2e.kubeconfig))
-            return Scenario(e2e_api, e2e_namespace, emulator)
+            if operator:
+                resources.enter_context(
+                    OperatorThread(config, kubeconfig=simcluster_e2e.kubeconfig)
+                )
+            made = Scenario(e2e_api, e2e_namespace, emulator)
+            made.operator_config = config
+            made.operator_kubeconfig = simcluster_e2e.kubeconfig
+            return made
 
         yield start

@@ -35,6 +35,9 @@ class Scenario:
         self.batch = k8s.BatchV1Api(api)
         self.core = k8s.CoreV1Api(api)
         self.name = f"tr-{uuid.uuid4().hex[:6]}"
+        #: The settings of the operator serving this scenario, when a fixture made one.
+        self.operator_config: Any = None
+        self.operator_kubeconfig: Any = None
         self._pool_name: str | None = None
 
     def create(self, accelerator: dict[str, Any], mode: str = "FlexStart", **extra: Any) -> None:
