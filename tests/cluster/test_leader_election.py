@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import pytest
 
 from dws_operator.controller.fence import LeaseLost
-from dws_operator.controller.kube import KubeApi, connect
+from dws_operator.controller.kube import ConflictException, KubeApi, connect
 from dws_operator.controller.leader import LeaderElector, LeaseSettings
 from dws_operator.devcluster import DevCluster
 
@@ -95,7 +95,9 @@ def test_a_silent_holder_is_replaced_after_the_lease_duration(
         return took
 
     took = _with_two(devcluster, namespace, body)
-    assert DURATION <= took < DURATION + 2 * RETRY * 1.2 + 1.0, took
+    # Not before the lease duration (the Lease's whole seconds: 2); after it, within a
+    # few retry periods and a loaded machine's scheduling delays.
+    assert 2.0 <= took < 2.0 + 2 * RETRY * 1.2 + 3.0, took
 
 
 def test_a_paused_holder_gives_up(devcluster: DevCluster, namespace: str) -> None:
@@ -123,9 +125,14 @@ def test_a_holder_whose_lease_was_taken_stops(devcluster: DevCluster, namespace:
         # Someone else writes the Lease (a person, another controller's bug): the holder
         # sees it at its next renewal and stops.
         path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/dws-operator"
-        lease = await kube.call("GET", path)
-        lease["spec"]["holderIdentity"] = "intruder"
-        await kube.call("PUT", path, body=lease)
+        while True:  # `one` may renew between the read and the write: read again
+            lease = await kube.call("GET", path)
+            lease["spec"]["holderIdentity"] = "intruder"
+            try:
+                await kube.call("PUT", path, body=lease)
+                break
+            except ConflictException:
+                continue
         with pytest.raises(LeaseLost, match="taken by intruder"):
             await asyncio.wait_for(keeping, RENEW + 2 * RETRY)
 

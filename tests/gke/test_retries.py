@@ -155,3 +155,27 @@ def test_a_restarted_operator_adopts_the_pool_it_was_creating(make_emulator: Mak
         grpc.StatusCode.OK,
         grpc.StatusCode.ALREADY_EXISTS,
     ]
+
+
+def test_the_guard_is_asked_before_every_attempt(make_emulator: MakeEmulator) -> None:
+    # A replica that loses its leader Lease while a call is being retried sends no
+    # further attempt: the guard (the fence) raises before the next one.
+    emulator = make_emulator(faulty("GetNodePool", "UNAVAILABLE"))
+    asked: list[int] = []
+
+    class Lost(Exception):
+        pass
+
+    def guard() -> None:
+        asked.append(len(emulator.calls_for("GetNodePool")))
+        if len(asked) == 2:
+            raise Lost
+
+    async def scenario(client: NodePoolClient) -> None:
+        client.guard = guard
+        await client.get("dws-any")
+
+    with pytest.raises(Lost):
+        run(emulator, scenario, retry=RETRY)
+    assert asked == [0, 1]
+    assert len(emulator.calls_for("GetNodePool")) == 1

@@ -3,10 +3,15 @@ was not renewed in time, and then it calls the process's way out before refusing
 
 from __future__ import annotations
 
+import asyncio
+import socket
+
 import pytest
+from kubernetes.aio import client as k8s
 
 from dws_operator.controller.fence import Fence, LeaseLost
-from dws_operator.controller.leader import LeaseSettings
+from dws_operator.controller.kube import KubeApi
+from dws_operator.controller.leader import LeaderElector, LeaseSettings
 
 
 class Renewals:
@@ -53,3 +58,27 @@ def test_lease_settings_are_checked(
 ) -> None:
     with pytest.raises(ValueError, match=words):
         LeaseSettings("ns", "me", duration=duration, renew_deadline=deadline, retry_period=retry)
+
+
+@pytest.mark.parametrize(("duration", "written"), [(15, 15), (4.2, 5), (0.5, 1)])
+def test_the_lease_duration_is_written_rounded_up(duration: float, written: int) -> None:
+    # Others wait the whole seconds written: rounding down would let them take over
+    # before this holder's renew deadline has passed.
+    settings = LeaseSettings("ns", "me", duration=duration, renew_deadline=0.4, retry_period=0.3)
+    assert settings.written_duration == written
+
+
+def test_an_unreachable_api_server_is_a_failed_attempt_not_a_crash() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    async def attempt() -> tuple[bool, bool]:
+        configuration = k8s.Configuration(host=f"http://127.0.0.1:{port}")
+        async with k8s.ApiClient(configuration) as api:
+            elector = LeaderElector(KubeApi(api), LeaseSettings("ns", "me"))
+            held = await elector.try_acquire_or_renew()
+            await elector.release()  # holds nothing: a no-op, not an error
+            return held, elector.valid()
+
+    assert asyncio.run(attempt()) == (False, False)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import random
 import socket
@@ -33,6 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+import aiohttp
+
 from dws_operator.controller.fence import LeaseLost
 from dws_operator.controller.kube import (
     ApiException,
@@ -42,6 +45,10 @@ from dws_operator.controller.kube import (
 )
 
 log = logging.getLogger(__name__)
+
+#: What one failed attempt at the Lease looks like: an answer that is not 2xx, or no
+#: answer (connection refused or reset, a timeout). Either is one failed try, retried.
+_FAILED_ATTEMPT = (ApiException, aiohttp.ClientError, OSError, TimeoutError)
 
 #: client-go's (and controller-runtime's) defaults.
 LEASE_DURATION_SECONDS = 15.0
@@ -70,7 +77,8 @@ class LeaseSettings:
 
     def __post_init__(self) -> None:
         # client-go refuses the same: a holder must give up before others may take over,
-        # and must get more than one try before giving up.
+        # and must get more than one try before giving up. (Others time the holder by
+        # `written_duration`, rounded up, so never for less than `duration`.)
         if not self.duration > self.renew_deadline:
             raise ValueError(
                 f"lease duration {self.duration:g}s must be longer than the renew deadline "
@@ -83,6 +91,11 @@ class LeaseSettings:
             )
         if self.retry_period <= 0:
             raise ValueError(f"retry period {self.retry_period:g}s must be positive")
+
+    @property
+    def written_duration(self) -> int:
+        """`leaseDurationSeconds` as written: whole seconds, never shorter than asked."""
+        return max(1, math.ceil(self.duration))
 
 
 def default_identity() -> str:
@@ -217,16 +230,20 @@ class LeaderElector:
             await self.kube.call("PUT", self._path, body=lease, fenced=False)
             self.holder = ""
             log.info("leader election: released lease %s/%s", *self._who()[1:])
-        except ApiException as error:
-            log.warning("leader election: releasing the lease failed: %s", error.reason)
+        except _FAILED_ATTEMPT as error:
+            # The others take over after a lease duration instead.
+            log.warning("leader election: releasing the lease failed: %s", _why(error))
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt: True when this replica holds the Lease afterwards."""
         settings = self.settings
+        # A renewal counts from before it was asked: the others count from when they
+        # see it, which is later, so this replica always gives up first.
+        asked_at = self._clock()
         now = self._now()
         mine = {
             "holderIdentity": settings.identity,
-            "leaseDurationSeconds": max(1, round(settings.duration)),
+            "leaseDurationSeconds": settings.written_duration,
             "acquireTime": _micro_time(now),
             "renewTime": _micro_time(now),
             "leaseTransitions": 0,
@@ -234,9 +251,9 @@ class LeaderElector:
         try:
             lease = await self.kube.call("GET", self._path)
         except NotFoundException:
-            return await self._create(mine)
-        except ApiException as error:
-            log.warning("leader election: reading the lease failed: %s", error.reason)
+            return await self._create(mine, asked_at)
+        except _FAILED_ATTEMPT as error:
+            log.warning("leader election: reading the lease failed: %s", _why(error))
             return False
         record = _record(lease)
         if record != self._observed:
@@ -259,13 +276,13 @@ class LeaderElector:
             written = await self.kube.call("PUT", self._path, body=lease, fenced=False)
         except ConflictException:
             return False
-        except ApiException as error:
-            log.warning("leader election: writing the lease failed: %s", error.reason)
+        except _FAILED_ATTEMPT as error:
+            log.warning("leader election: writing the lease failed: %s", _why(error))
             return False
-        self._took(written)
+        self._took(written, asked_at)
         return True
 
-    async def _create(self, mine: dict[str, Any]) -> bool:
+    async def _create(self, mine: dict[str, Any], asked_at: float) -> bool:
         settings = self.settings
         lease = {
             "apiVersion": "coordination.k8s.io/v1",
@@ -277,17 +294,23 @@ class LeaderElector:
             written = await self.kube.call("POST", self._collection, body=lease, fenced=False)
         except ConflictException:
             return False  # another replica created it first
-        except ApiException as error:
-            log.warning("leader election: creating the lease failed: %s", error.reason)
+        except _FAILED_ATTEMPT as error:
+            log.warning("leader election: creating the lease failed: %s", _why(error))
             return False
-        self._took(written)
+        self._took(written, asked_at)
         return True
 
-    def _took(self, written: Mapping[str, Any]) -> None:
+    def _took(self, written: Mapping[str, Any], asked_at: float) -> None:
         self._observed, self._observed_at = _record(written), self._clock()
-        self._renewed_at = self._clock()
+        self._renewed_at = asked_at
         self.holder = self.settings.identity
 
     def _who(self) -> tuple[str, ...]:
         s = self.settings
         return s.identity, s.namespace, s.name
+
+
+def _why(error: BaseException) -> str:
+    if isinstance(error, ApiException):
+        return f"{error.status} {error.reason}"
+    return repr(error)

@@ -128,6 +128,8 @@ class OperationScheduler:
         self._active: set[str] = set()
         #: Of `_active`: done in GKE (its slot free), the snapshot not yet refreshed.
         self._finishing: set[str] = set()
+        #: Pools whose operation GetOperation is being asked about right now.
+        self._looking: set[str] = set()
         #: Terminal errors by pool, with the request they are for.
         self._errors: dict[str, tuple[Key, GkeError]] = {}
         self._seq = itertools.count()
@@ -351,6 +353,8 @@ class OperationScheduler:
             await self.snapshot.refresh_pool(operation.pool)
         except GkeError as refresh_error:
             log.warning("listing node pools after an operation: %s", refresh_error)
+        except Exception:  # a bug must not leave the slot held either
+            log.exception("listing node pools after an operation on %s", pool)
         finally:
             self._finishing.discard(pool)
         self._active.discard(pool)
@@ -380,15 +384,28 @@ class OperationScheduler:
                     await asyncio.wait_for(self._running_changed.wait(), wait)
                 continue
             now = self._clock()
-            due = [
-                operation
-                for pool in self._active
-                if (operation := self._ops[pool]).running is not None
-                and self._due(operation, now) <= now
-            ]
-            await asyncio.gather(*(self._look(operation) for operation in due))
+            for operation in self._followed():
+                if self._due(operation, now) <= now:
+                    # Each look on its own: one slow answer holds up no other look.
+                    self._looking.add(operation.pool)
+                    self._spawn(self._look(operation))
+
+    def _followed(self) -> list[PoolOperation]:
+        """Operations running in GKE and not being looked at right now."""
+        return [
+            operation
+            for pool in self._active
+            if (operation := self._ops[pool]).running is not None and pool not in self._looking
+        ]
 
     async def _look(self, operation: PoolOperation) -> None:
+        try:
+            await self._look_once(operation)
+        finally:
+            self._looking.discard(operation.pool)
+            self._running_changed.set()  # when to look next has changed
+
+    async def _look_once(self, operation: PoolOperation) -> None:
         name = operation.running
         if name is None:
             return
@@ -398,6 +415,10 @@ class OperationScheduler:
         except GkeError as error:
             log.warning("reading operation %s: %s", name, error)
             operation.looked_at = self._clock()  # late looks, not a hot loop
+            return
+        except Exception:  # a bug: looked at again later, not in a hot loop
+            log.exception("reading operation %s", name)
+            operation.looked_at = self._clock()
             return
         if operation.running != name:
             return  # finished or replaced meanwhile
@@ -410,7 +431,7 @@ class OperationScheduler:
 
     def _next_look(self) -> float | None:
         """Seconds until the next look (<= 0: now); None: nothing runs."""
-        running = [self._ops[p] for p in self._active if self._ops[p].running is not None]
+        running = self._followed()
         if not running:
             return None
         now = self._clock()

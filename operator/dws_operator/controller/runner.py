@@ -45,6 +45,7 @@ async def run_operator(
         await _reconcile(config, kubeconfig, stop_flag, ready_flag, liveness_endpoint)
         return
     api = await connect(str(kubeconfig) if kubeconfig else None)
+    tasks: list[asyncio.Task[None]] = []
     try:
         elector = LeaderElector(KubeApi(api), lease)
         async with standing_by(liveness_endpoint):
@@ -56,7 +57,8 @@ async def run_operator(
         operating = asyncio.create_task(
             _reconcile(config, kubeconfig, stop_flag, ready_flag, liveness_endpoint)
         )
-        await asyncio.wait({keeping, operating}, return_when=asyncio.FIRST_COMPLETED)
+        tasks += [keeping, operating]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         if keeping.done():
             # Only LeaseLost ends keep(); anything else is a bug, and as final: nobody
             # renews the Lease any more.
@@ -70,6 +72,13 @@ async def run_operator(
             await elector.release()
         await operating
     finally:
+        # Nothing may act after the fence opens: stop whatever still runs first (on an
+        # error or a cancellation they may be running yet).
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
         FENCE.disarm()
         await api.close()  # type: ignore[no-untyped-call]
 

@@ -137,6 +137,9 @@ class MethodFaults(EmulatorModel):
     operation_error_message: str = DEFAULT_STOCKOUT
     #: Overrides `EmulatorConfig.operation_latency_seconds` for this method.
     operation_latency_seconds: Seconds | None = None
+    #: The call is carried out, but its answer is lost: the client sees DEADLINE_EXCEEDED
+    #: (a deadline that ran out while GKE did the work), so it cannot tell it happened.
+    lost_answer_rate: Fraction = 0.0
 
     _check_codes = field_validator("error_code", "operation_error_code")(_status_name)
 

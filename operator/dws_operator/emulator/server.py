@@ -57,6 +57,8 @@ class CallRecord:
     response: Any
     started: float
     duration: float
+    #: Who called, as gRPC names the peer (`ipv4:127.0.0.1:PORT`).
+    peer: str = ""
 
     @property
     def ok(self) -> bool:
@@ -270,9 +272,17 @@ class ClusterManagerEmulator(CallLog[CallRecord]):
             try:
                 response = self._answer(method, request, faults)
             except ApiError as error:
-                self._record(name, request, error.code, error.message, None, started)
+                self._record(
+                    name, request, error.code, error.message, None, started, context.peer()
+                )
                 await context.abort(error.code, error.message)
-            self._record(name, request, grpc.StatusCode.OK, "", response, started)
+            if self._draw(f"{name}:lost", faults.lost_answer_rate):
+                # Done, but the caller never hears: what a deadline running out looks like.
+                code, message = grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded"
+                self._record(name, request, code, message, response, started, context.peer())
+                await context.abort(code, message)
+            ok = grpc.StatusCode.OK
+            self._record(name, request, ok, "", response, started, context.peer())
             return response
 
         return handle
@@ -308,6 +318,7 @@ class ClusterManagerEmulator(CallLog[CallRecord]):
         message: str,
         response: Any,
         started: float,
+        peer: str = "",
     ) -> None:
         record = CallRecord(
             method=method,
@@ -317,6 +328,7 @@ class ClusterManagerEmulator(CallLog[CallRecord]):
             response=response,
             started=started,
             duration=self._clock() - started,
+            peer=peer,
         )
         self.record(record)
 

@@ -146,8 +146,12 @@ class NodePoolClient:
         retry: RetryPolicy | None = None,
         version_ttl: float = VERSION_TTL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        guard: Callable[[], None] | None = None,
     ) -> None:
         self.api = api
+        #: Called before every attempt of every call; raising stops the call (a replica
+        #: that lost its leader Lease sends nothing more to GKE, retries included).
+        self.guard = guard
         self.cluster = ClusterRef.parse(cluster)
         self.call_timeout = call_timeout
         self.poll = poll or PollPolicy()
@@ -354,6 +358,8 @@ class NodePoolClient:
         """
         pauses = self.retry.delays()
         for attempt in range(len(pauses) + 1):
+            if self.guard is not None:
+                self.guard()
             try:
                 return await rpc(request=request, retry=None, timeout=self.call_timeout)
             except (

@@ -140,6 +140,8 @@ class WorkloadPolicyClient:
     call_timeout: float = 30.0
     poll: PollPolicy = field(default_factory=lambda: PollPolicy(timeout=600.0))
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    #: Called before every attempt (as `NodePoolClient.guard`).
+    guard: Callable[[], None] | None = None
     _locks: dict[tuple[str, str], asyncio.Lock] = field(
         default_factory=dict, init=False, repr=False
     )
@@ -250,6 +252,8 @@ class WorkloadPolicyClient:
         attempt_timeout = self.call_timeout if timeout is None else timeout
         run = functools.partial(method, request=request, retry=None, timeout=attempt_timeout)
         for attempt in range(len(pauses) + 1):
+            if self.guard is not None:
+                self.guard()
             try:
                 return await asyncio.to_thread(run)
             except COMPUTE_ERRORS as error:

@@ -123,6 +123,8 @@ def test_the_leader_killed_mid_lifecycle(
     took_over = time.monotonic() - killed
     assert new.startswith(f"{standby.name}_")
     # Not before the lease ran out (the killed leader's last renewal), nor long after.
+    # The leader renewed at most a retry period (and a write) before it was killed.
+    assert took_over >= DURATION - 2 * RETRY, f"took over after {took_over:.1f}s"
     assert took_over < DURATION + 2 * RETRY * 1.2 + 2.0, f"took over after {took_over:.1f}s"
     print(f"failover: lease taken over {took_over:.2f}s after SIGKILL of the leader")
 
@@ -140,20 +142,60 @@ def test_the_leader_killed_mid_lifecycle(
     assert _holder(api, namespace) == ""
 
 
-def test_a_replica_that_loses_its_lease_exits(
-    api: k8s.ApiClient, namespace: str, replicas: dict[str, Replica]
+def _ports(pid: int) -> set[int]:
+    """The local TCP ports of a process's sockets (from /proc: its fds' socket inodes)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def test_a_replica_that_loses_its_lease_exits_without_another_call(
+    api: k8s.ApiClient,
+    namespace: str,
+    scenario: Scenario,
+    emulator: ClusterManagerEmulator,
+    replicas: dict[str, Replica],
 ) -> None:
     holder = eventually(lambda: _holder(api, namespace), what="a replica to take the lease")
     leader = replicas[holder.split("_")[0]]
     [standby] = [r for r in replicas.values() if r is not leader]
-    # Stopped, not killed (a paused VM, a stuck node): the standby takes over, and the
-    # leader, resumed, finds the lease taken and exits before doing anything else.
+    # The leader has work in hand (a pool to follow, a snapshot to refresh) ...
+    scenario.create(gpu("nvidia-l4", nodes=1, count=1), mode="Spot")
+    eventually(scenario.created_pools, what="CreateNodePool from the leader")
+    # ... and is stopped, not killed (a paused VM, a stuck node): the standby takes over.
     leader.process.send_signal(signal.SIGSTOP)
     eventually(
         lambda: _holder(api, namespace).startswith(f"{standby.name}_"),
         timeout=DURATION + 10,
         what="the standby to take the lease over",
     )
+    resumed_from = len(emulator.calls)
+    # Resumed, every timer of the old leader is due at once; it finds its renewal too
+    # old and exits before calling GKE again, for a read or a write.
     leader.process.send_signal(signal.SIGCONT)
     assert leader.process.wait(timeout=RENEW + 10) == 3, leader.output()
     assert "exiting now" in leader.output()
+    scenario.wait_phase("WaitingForCapacity", timeout=30)
+    # The new leader goes on calling GKE (its snapshot refresh at the least) ...
+    eventually(
+        lambda: len(emulator.calls) > resumed_from + 1,
+        timeout=30,
+        what="the new leader's GKE calls",
+    )
+    # ... and every call since the old leader resumed came from the new leader.
+    standby_ports = _ports(standby.process.pid)
+    callers = {call.peer for call in emulator.calls[resumed_from:]}
+    assert {int(peer.rsplit(":", 1)[1]) for peer in callers} <= standby_ports, callers
+    assert [c.ok for c in emulator.calls_for("CreateNodePool")].count(True) == 1
