@@ -1796,3 +1796,44 @@ def test_a_timed_out_request_records_no_deletion_while_its_create_is_queued() ->
     assert d.actions == [CancelPoolOperation(POOL)]
     assert d.status.scaled_down_at is None
     assert cond.condition(d.status.conditions, cond.SCALED_DOWN) is None
+
+
+QUEUEING = ReconcileConfig(kueue=True, default_queue="dws-queue", location="us-central1")
+
+
+def test_a_missing_local_queue_is_said_and_no_workload_made() -> None:
+    body = with_(GPU_ONE, queueName="team-q")
+    status = status_at(Phase.PROVISIONING, body, job=None)
+    obs = dataclasses.replace(
+        observed(body, status, pool=pool_for(body)), local_queues=frozenset({"dws-queue"})
+    )
+    d = run(obs, QUEUEING)
+    assert d.actions == []
+    assert cond_tuple(d, cond.WORKLOAD_CREATED) == ("False", "LocalQueueNotFound")
+    assert d.status.message == (
+        f"Kueue LocalQueue {NAMESPACE}/team-q does not exist: create it, "
+        "or set spec.queueName to one that does"
+    )
+    assert d.status.phase == Phase.WAITING_FOR_CAPACITY
+    assert d.status.job is None
+    # Its maxWaitDuration still runs (1 day, plus 1 s); the queue's creation wakes it.
+    assert d.requeue_after == 24 * 3600 + 1.0
+
+
+@pytest.mark.parametrize(
+    ("queues", "body"),
+    [
+        (frozenset({"team-q"}), with_(GPU_ONE, queueName="team-q")),
+        (frozenset({"dws-queue"}), GPU_ONE),  # the operator's default queue
+        (None, with_(GPU_ONE, queueName="team-q")),  # LocalQueues not watched: no check
+    ],
+    ids=["named", "default", "unknown"],
+)
+def test_an_existing_or_unknown_local_queue_gets_the_workload(
+    queues: frozenset[str] | None, body: dict[str, Any]
+) -> None:
+    status = status_at(Phase.PROVISIONING, body, job=None)
+    obs = dataclasses.replace(observed(body, status, pool=pool_for(body)), local_queues=queues)
+    d = run(obs, QUEUEING)
+    assert kinds(d) == ["CreateJob"]
+    assert cond_tuple(d, cond.WORKLOAD_CREATED) == ("True", "JobCreated")

@@ -103,6 +103,18 @@ class _Index:
             self.by_group[key[0], group].add(key[1])
         return True
 
+    def owner(self, key: Key) -> str | None:
+        """The group (request, or JobSet) `key` was filed under."""
+        group = self._group.get(key)
+        return group[1] if group is not None else None
+
+    def versions_in(self, namespace: str | None) -> dict[Key, int | None]:
+        return {
+            key: _version(identity)
+            for key, identity in self.versions.items()
+            if namespace is None or key[0] == namespace
+        }
+
     def remove(self, key: Key) -> None:
         self.bodies.pop(key, None)
         self.versions.pop(key, None)
@@ -183,7 +195,10 @@ class KubeCache:
         self._children = _Index()
         self._services = _Index()
         self._node_pools: dict[str, str] = {}
+        self._node_versions: dict[str, int | None] = {}
         self.node_counts: Counter[str] = Counter()
+        #: Kueue's LocalQueues by namespace; None while Kueue is not used (no check).
+        self._local_queues: dict[str, set[str]] | None = None
 
     # -- TrainingRequests -----------------------------------------------------------
 
@@ -298,6 +313,33 @@ class KubeCache:
         owners: tuple[str, ...] | None = self._services.bodies.get((namespace, name))
         return owners
 
+    # -- Kueue's LocalQueues ------------------------------------------------------------
+
+    def know_local_queues(self) -> None:
+        """From now on LocalQueues are watched: a queue not seen does not exist."""
+        if self._local_queues is None:
+            self._local_queues = {}
+
+    def put_local_queue(self, namespace: str, name: str) -> bool:
+        """Whether it is new."""
+        self.know_local_queues()
+        assert self._local_queues is not None
+        names = self._local_queues.setdefault(namespace, set())
+        if name in names:
+            return False
+        names.add(name)
+        return True
+
+    def remove_local_queue(self, namespace: str, name: str) -> None:
+        if self._local_queues is not None:
+            self._local_queues.get(namespace, set()).discard(name)
+
+    def local_queues(self, namespace: str) -> frozenset[str] | None:
+        """The namespace's LocalQueues; None when they are not watched."""
+        if self._local_queues is None:
+            return None
+        return frozenset(self._local_queues.get(namespace, ()))
+
     # -- Nodes ------------------------------------------------------------------------
 
     def put_node(self, body: Mapping[str, Any]) -> str | None:
@@ -306,15 +348,18 @@ class KubeCache:
         name = str(metadata.get("name") or "")
         pool = (metadata.get("labels") or {}).get(NODE_POOL_LABEL_KEY)
         before = self._node_pools.get(name)
+        self._node_versions[name] = _version(body)
         if before == pool:
             return None
         self.remove_node(name)
+        self._node_versions[name] = _version(body)
         if pool is not None:
             self._node_pools[name] = pool
             self.node_counts[pool] += 1
         return pool or before
 
     def remove_node(self, name: str) -> str | None:
+        self._node_versions.pop(name, None)
         pool = self._node_pools.pop(name, None)
         if pool is not None:
             self.node_counts[pool] -= 1
@@ -324,3 +369,48 @@ class KubeCache:
 
     def nodes_of(self, pools: Iterable[str]) -> dict[str, int]:
         return {pool: self.node_counts.get(pool, 0) for pool in pools}
+
+    # -- Relisting ----------------------------------------------------------------------
+
+    def stale(self, kind: str, namespace: str | None, listed: set[Key], version: int) -> list[Key]:
+        """What the cache holds of `kind` (in `namespace`; None: all) that a listing at
+        resourceVersion `version` did not contain although the cache's copy is no newer
+        than the listing: deleted while no watch said so (a watch that broke and started
+        again lists what is there, and never reports what went meanwhile)."""
+        known: dict[Key, int | None]
+        if kind == "trainingrequests":
+            known = {
+                key: _version({"metadata": {"resourceVersion": s.resource_version}})
+                for key, s in self._summaries.items()
+                if namespace is None or key[0] == namespace
+            }
+        elif kind == "jobs":
+            known = {**self._children.versions_in(namespace), **self._jobs.versions_in(namespace)}
+        elif kind == "jobsets":
+            known = self._jobsets.versions_in(namespace)
+        elif kind == "services":
+            known = self._services.versions_in(namespace)
+        elif kind == "nodes":
+            known = {("", name): v for name, v in self._node_versions.items()}
+        else:
+            raise ValueError(f"no relisting of {kind}")
+        return sorted(
+            key
+            for key, cached in known.items()
+            if key not in listed and cached is not None and cached <= version
+        )
+
+    def owner_of(self, kind: str, key: Key) -> Key | None:
+        """The request an object of `kind` belongs to, as the cache knows it."""
+        if kind == "jobs":
+            request = self._jobs.owner(key)
+            jobset = self._children.owner(key)
+            if request is None and jobset is not None:
+                request = self._jobsets.owner((key[0], jobset))
+        elif kind == "jobsets":
+            request = self._jobsets.owner(key)
+        elif kind == "services":
+            request = self._services.owner(key)
+        else:
+            return None
+        return (key[0], request) if request is not None else None

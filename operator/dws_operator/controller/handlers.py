@@ -9,24 +9,27 @@ something it depends on changes, at its deadline, or now and then as a safety ne
 
 from __future__ import annotations
 
-import base64
 import logging
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import kopf
-import yaml
 
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.config import KueueMode, OperatorConfig
-from dws_operator.controller.kube import KubeApi, connect
+from dws_operator.controller.kube import (
+    LOCAL_QUEUES,
+    KubeApi,
+    bearer_token,
+    connect,
+    load_configuration,
+)
 from dws_operator.controller.reconciler import FINALIZER
 from dws_operator.controller.runtime import Controller, build_controller
 from dws_operator.gke import GkeError
-from dws_operator.kueue_objects import KUEUE_GROUP
+from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
 from dws_operator.kueue_versions import unsupported_kueue
 from dws_operator.multislice import (
     JOBSET_GROUP,
@@ -41,26 +44,23 @@ log = logging.getLogger(__name__)
 __all__ = ["FINALIZER", "build_registry"]
 
 
-def _connection_from_kubeconfig(path: Path) -> kopf.ConnectionInfo:
-    config = yaml.safe_load(path.read_text()) or {}
-    context_name = config.get("current-context")
-    context = next(c["context"] for c in config["contexts"] if c["name"] == context_name)
-    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
-    user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
-
-    def data(key: str) -> bytes | None:
-        value = cluster.get(key) if key.startswith("certificate-authority") else user.get(key)
-        return base64.b64decode(value) if value else None
-
+async def _login(kubeconfig: Path | None) -> kopf.ConnectionInfo:
+    """kopf's connection from the same login as the operator's own client."""
+    configuration = await load_configuration(str(kubeconfig) if kubeconfig else None)
+    token = await bearer_token(configuration)
     return kopf.ConnectionInfo(
-        server=cluster["server"],
-        ca_data=data("certificate-authority-data"),
-        certificate_data=data("client-certificate-data"),
-        private_key_data=data("client-key-data"),
-        scheme="Bearer" if user.get("token") else None,
-        token=user.get("token"),
-        default_namespace=context.get("namespace"),
+        server=str(configuration.host),
+        ca_path=configuration.ssl_ca_cert,  # a temporary file for embedded data
+        insecure=not configuration.verify_ssl,
+        scheme="Bearer" if token else None,
+        token=token,
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
     )
+
+
+#: Seconds between tries of a start-up that failed.
+STARTUP_BACKOFF_SECONDS = 2.0
 
 
 class _NoDiffBase(kopf.DiffBaseStorage):
@@ -103,13 +103,14 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
     async def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         # Async: kopf runs sync handlers in a thread pool, a thread (and its malloc
         # arena) kept for the operator's whole life for one call at start-up.
-        if kubeconfig is not None:
-            return _connection_from_kubeconfig(kubeconfig)
-        if os.environ.get("KUBERNETES_SERVICE_HOST"):
-            return kopf.login_with_service_account(**kwargs)
-        return kopf.login_with_kubeconfig(**kwargs)
+        # Called again by kopf when the API server refuses the credentials (an expired
+        # token): an exec plugin's token is then refreshed.
+        return await _login(kubeconfig)
 
-    @kopf.on.startup(registry=registry)
+    # A failed start (the API server restarting: 429 "storage is (re)initializing") is
+    # tried again in seconds, not kopf's default minute: a leader that cannot start
+    # holds the Lease all that while.
+    @kopf.on.startup(registry=registry, backoff=STARTUP_BACKOFF_SECONDS)
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         # Our own transitions are Events; kopf's handler chatter only when it goes wrong.
         settings.posting.level = logging.WARNING
@@ -125,7 +126,7 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
             # Several slices run as a JobSet: without its API they fail at once, clearly.
             jobset = JOBSET_VERSION in await kube.served_versions(JOBSET_GROUP)
             controller = build_controller(config, api, kube, installed, jobset)
-            await controller.fill(kube, config.namespaces, jobset)
+            await controller.fill(kube, config.namespaces, jobset, kueue=installed)
         except BaseException:
             # The operator stops here; the cleanup handler never sees this client.
             await api.close()  # type: ignore[no-untyped-call]
@@ -177,6 +178,14 @@ def _watch(registry: kopf.OperatorRegistry) -> None:
     )
     async def jobset_event(event: Mapping[str, Any], memo: kopf.Memo, **_: Any) -> None:
         deliver(memo, event, JOBSET_PLURAL)
+
+    # Kueue's LocalQueues (where its CRDs are installed): a request whose queue does not
+    # exist says so, and goes on when it is made.
+    @kopf.on.event(KUEUE_GROUP, KUEUE_API_VERSION, LOCAL_QUEUES, registry=registry)
+    async def local_queue_event(event: Mapping[str, Any], memo: kopf.Memo, **_: Any) -> None:
+        controller: Controller | None = memo.get("controller")
+        if controller is not None and controller.uses_kueue:
+            deliver(memo, event, LOCAL_QUEUES)
 
     @kopf.on.event("", "v1", "services", labels={REQUEST_LABEL: kopf.PRESENT}, registry=registry)
     async def service_event(event: Mapping[str, Any], memo: kopf.Memo, **_: Any) -> None:

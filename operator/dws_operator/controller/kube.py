@@ -11,13 +11,13 @@ keep JSON as the watches deliver it. The few calls it makes are written here onc
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import urllib.request
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -33,7 +33,11 @@ from kubernetes.aio.client.exceptions import (
 
 from dws_operator.api import GROUP, KIND, PLURAL, VERSION
 from dws_operator.controller.fence import FENCE
+from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
 from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
+
+#: Kueue's LocalQueues (plural), watched to tell a request whose queue does not exist.
+LOCAL_QUEUES = "localqueues"
 
 FIELD_MANAGER = "dws-operator"
 #: Connections kept to the API server, shared by the reconcile workers and the Event
@@ -44,20 +48,27 @@ CONNECTIONS = 10
 
 __all__ = [
     "FIELD_MANAGER",
+    "LOCAL_QUEUES",
     "ApiException",
     "ConflictException",
     "KubeApi",
+    "Listed",
     "NotFoundException",
     "UnprocessableEntityException",
     "WorkloadRejected",
+    "bearer_token",
     "connect",
+    "load_configuration",
 ]
 
 log = logging.getLogger(__name__)
 
 
-async def connect(kubeconfig: str | None = None) -> k8s.ApiClient:
-    """In-cluster credentials when running in a pod, else the kubeconfig (KUBECONFIG)."""
+async def load_configuration(kubeconfig: str | None = None) -> k8s.Configuration:
+    """The one login path of the operator (its own client and kopf's): in-cluster
+    credentials when running in a pod, else the kubeconfig (KUBECONFIG), read by the
+    official client, so whatever it accepts works (embedded or file certificates, tokens,
+    exec credential plugins such as gke-gcloud-auth-plugin)."""
     configuration = k8s.Configuration()
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
@@ -66,6 +77,21 @@ async def connect(kubeconfig: str | None = None) -> k8s.ApiClient:
             config_file=kubeconfig or os.environ.get("KUBECONFIG"),
             client_configuration=configuration,
         )
+    return configuration
+
+
+async def bearer_token(configuration: k8s.Configuration) -> str | None:
+    """The current token (an exec plugin's is refreshed when due), without its scheme."""
+    header = await configuration.get_api_key_with_prefix("BearerToken")
+    if not header:
+        return None
+    scheme, _, token = str(header).partition(" ")
+    return token if token else scheme
+
+
+async def connect(kubeconfig: str | None = None) -> k8s.ApiClient:
+    """A client logged in through `load_configuration`."""
+    configuration = await load_configuration(kubeconfig)
     configuration.connection_pool_maxsize = CONNECTIONS
     # The proxy settings are read once here. With aiohttp's trust_env every request
     # would read them again, and ~/.netrc, in a thread of its own.
@@ -118,7 +144,19 @@ _KINDS = {
     "events": ("", "v1"),
     PLURAL: (GROUP, VERSION),
     JOBSET_PLURAL: (JOBSET_GROUP, JOBSET_VERSION),
+    LOCAL_QUEUES: (KUEUE_GROUP, KUEUE_API_VERSION),
 }
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One list call's answer: the items, and the resourceVersion the list is at (None
+    when the server's versions are not integers)."""
+
+    kind: str
+    namespace: str | None
+    items: list[dict[str, Any]]
+    version: int | None
 
 
 class KubeApi:
@@ -152,6 +190,8 @@ class KubeApi:
             body=body,
             auth_settings=["BearerToken"],
         )
+        if fenced and method != "GET":
+            FENCE.check()  # again: refreshing credentials above may have taken a while
         response = await self.api.call_api(*serialized)
         data = await response.read()  # type: ignore[no-untyped-call]
         if not 200 <= response.status <= 299:
@@ -183,16 +223,20 @@ class KubeApi:
                 raise WorkloadRejected(kind, manifest["metadata"]["name"], error) from error
             raise
 
-    async def delete(self, plural: str, namespace: str, name: str) -> None:
-        """Delete if there; what the object owns goes through garbage collection in the
-        background (a Job's pods; a JobSet's Jobs, so the next attempt need not wait)."""
+    async def delete(self, plural: str, namespace: str, name: str) -> bool:
+        """Delete if there (False: it was not); what the object owns goes through
+        garbage collection in the background (a Job's pods; a JobSet's Jobs, so the next
+        attempt need not wait)."""
         group, version = _KINDS[plural]
-        with contextlib.suppress(NotFoundException):
+        try:
             await self.call(
                 "DELETE",
                 _path(group, version, plural, namespace, name),
                 body={"propagationPolicy": "Background"},
             )
+        except NotFoundException:
+            return False
+        return True
 
     async def service_owners(self, namespace: str, name: str) -> list[str] | None:
         """The owner uids of the Service, or None when there is no such Service."""
@@ -299,14 +343,25 @@ class KubeApi:
             items += await self._list(kind, label, namespace)
         return items
 
+    async def snapshots(
+        self, kind: str, label: str, namespaces: tuple[str, ...] = ()
+    ) -> list[Listed]:
+        """As `listing`, one `Listed` per list call, with the resourceVersion it is at."""
+        if kind == "nodes" or not namespaces:
+            return [await self._snapshot(kind, label, None)]
+        return [await self._snapshot(kind, label, namespace) for namespace in namespaces]
+
     async def _list(self, kind: str, label: str, namespace: str | None) -> list[dict[str, Any]]:
+        return (await self._snapshot(kind, label, namespace)).items
+
+    async def _snapshot(self, kind: str, label: str, namespace: str | None) -> Listed:
         group, version = _KINDS[kind]
         query = {"labelSelector": label} if label else {}
         try:
             listed = await self.call("GET", _path(group, version, kind, namespace), query=query)
         except NotFoundException:
             if kind == JOBSET_PLURAL:  # no JobSet API in this cluster: no JobSets either
-                return []
+                return Listed(kind, namespace, [], None)
             raise
-        items: list[dict[str, Any]] = listed.get("items") or []
-        return items
+        at = str((listed.get("metadata") or {}).get("resourceVersion") or "")
+        return Listed(kind, namespace, listed.get("items") or [], int(at) if at.isdigit() else None)

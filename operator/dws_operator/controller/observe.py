@@ -223,6 +223,7 @@ async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
         ),
         cluster_version=version,
         operations=operations,
+        local_queues=cache.local_queues(request.namespace),
         draining=frozenset(
             name
             for name in pool_names

@@ -114,7 +114,11 @@ class Reconciler:
             body = await self._hold(body)
         try:
             for action in decision.actions:
-                await self._execute(observed.request, body, action)
+                if not await self._execute(observed.request, body, action):
+                    # The cache held an object the API server no longer has: a deletion
+                    # no watch reported (made while a watch was down, or between the
+                    # start-up listing and the watch's). Forgotten; looked at again.
+                    decision.requeue_after = 0.0
         except WorkloadRejected as rejected:
             decision = failed(observed, rejected.reason, rejected.message)
             body = await self._write_status(body, observed.request, decision.status)
@@ -281,7 +285,8 @@ class Reconciler:
         self.cache.put_request(updated)
         return updated
 
-    async def _execute(self, request: RequestView, body: Mapping[str, Any], action: Action) -> None:
+    async def _execute(self, request: RequestView, body: Mapping[str, Any], action: Action) -> bool:
+        """Carry the action out; False when it found the cache out of date (and mended it)."""
         log.info("%s: %s", _name(request), type(action).__name__)
         key = (request.namespace, request.name)
         created = str((body.get("metadata") or {}).get("creationTimestamp") or "")
@@ -330,10 +335,18 @@ class Reconciler:
                 plural = JOBSET_PLURAL if manifest["kind"] == JOBSET_KIND else "jobs"
                 await self.kube.create(plural, manifest)
             case DeleteJob(name=name, kind=kind):
-                plural = JOBSET_PLURAL if kind == JOBSET_KIND else "jobs"
-                await self.kube.delete(plural, request.namespace, name)
+                if kind == JOBSET_KIND:
+                    if not await self.kube.delete(JOBSET_PLURAL, request.namespace, name):
+                        self.cache.remove_jobset((request.namespace, name))
+                        return False
+                elif not await self.kube.delete("jobs", request.namespace, name):
+                    self.cache.remove_job((request.namespace, name))
+                    return False
             case DeleteService(name=name):
-                await self.kube.delete("services", request.namespace, name)
+                if not await self.kube.delete("services", request.namespace, name):
+                    self.cache.remove_service((request.namespace, name))
+                    return False
+        return True
 
     def _create_step(self, request: RequestView, name: str, plan: SlicePlan) -> Step:
         async def create() -> Any:

@@ -17,7 +17,8 @@ from dws_operator.api import PLURAL, TrainingRequestStatus
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.cache import Key, KubeCache, key_of
 from dws_operator.controller.config import OperatorConfig
-from dws_operator.controller.kube import ApiException, KubeApi
+from dws_operator.controller.fence import FENCE
+from dws_operator.controller.kube import LOCAL_QUEUES, ApiException, KubeApi
 from dws_operator.controller.observe import Sources
 from dws_operator.controller.operations import OperationScheduler, PoolOperation, Priority
 from dws_operator.controller.pools import PoolSnapshot
@@ -41,6 +42,8 @@ log = logging.getLogger(__name__)
 WORKERS = 16
 #: Every request not yet finished is looked at this often even if nothing changed.
 RESYNC_SECONDS = 300.0
+#: How often everything watched is listed again, to forget what was deleted unseen.
+RELIST_SECONDS = 120.0
 #: Pause before a background loop that failed is started again.
 RESTART_SECONDS = 5.0
 
@@ -106,6 +109,13 @@ class Controller:
     reconciler: Reconciler
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     compute: Any = None
+    #: What `fill` listed (and `relist` lists again): namespaces, and JobSets or not.
+    namespaces: tuple[str, ...] = ()
+    jobset: bool = False
+
+    @property
+    def uses_kueue(self) -> bool:
+        return self.reconciler.config.kueue
 
     def wake_pools(self, pools: Iterable[str]) -> None:
         names = list(pools)
@@ -139,8 +149,16 @@ class Controller:
             # created together are not all looked at in the same second.
             self.queue.add_after(key, RESYNC_SECONDS * (0.75 + 0.5 * random.random()))
 
-    async def fill(self, kube: KubeApi, namespaces: tuple[str, ...], jobset: bool) -> None:
+    async def fill(
+        self, kube: KubeApi, namespaces: tuple[str, ...], jobset: bool, kueue: bool = False
+    ) -> None:
         """The caches as the API server has them now, before the first pass."""
+        self.namespaces, self.jobset = namespaces, jobset
+        if kueue:
+            self.cache.know_local_queues()
+            for item in await kube.listing(LOCAL_QUEUES, "", namespaces):
+                namespace, name = key_of(item)
+                self.cache.put_local_queue(namespace, name)
         for item in await kube.listing(PLURAL, "", namespaces):
             self.put_request(item)
         for item in await kube.listing("jobs", REQUEST_LABEL, namespaces):
@@ -166,6 +184,16 @@ class Controller:
             else:
                 self.put_request(body)
             return
+        if kind == LOCAL_QUEUES:
+            namespace, name = key
+            if deleted:
+                cache.remove_local_queue(namespace, name)
+            elif cache.put_local_queue(namespace, name):
+                # Requests waiting for it (few: a queue is made once) go on.
+                for waiting in cache.request_keys():
+                    if waiting[0] == namespace:
+                        self.queue.add(waiting)
+            return
         if kind == "nodes":
             name = str((body.get("metadata") or {}).get("name"))
             pool = cache.remove_node(name) if deleted else cache.put_node(body)
@@ -188,6 +216,65 @@ class Controller:
             request = ((jobset.get("metadata") or {}).get("labels") or {}).get(REQUEST_LABEL)
         if request is not None:
             self.queue.add((key[0], request))
+
+    async def relist(self) -> int:
+        """List again what the watches follow, take in what they missed, and forget what
+        was deleted unseen: a watch that broke (an API server restart) and started again
+        lists what is there and never reports what went meanwhile. Without this a Job
+        deleted then would be waited for, and a Node removed then would keep its pool
+        from counting as scaled down, for ever. The number of objects forgotten."""
+        kube = self.reconciler.kube
+        sources: list[tuple[str, str]] = [(PLURAL, ""), ("jobs", REQUEST_LABEL)]
+        if self.jobset:
+            sources += [(JOBSET_PLURAL, REQUEST_LABEL), ("jobs", JOBSET_NAME_LABEL)]
+        sources += [("services", REQUEST_LABEL), ("nodes", NODE_POOL_LABEL_KEY)]
+        # A kind listed twice (Jobs by two labels) is judged on both lists together,
+        # at the older of their versions.
+        seen: dict[tuple[str, str | None], tuple[set[Key], int | None]] = {}
+        for kind, label in sources:
+            for listed in await kube.snapshots(kind, label, self.namespaces):
+                for item in listed.items:
+                    self.on_event(kind, False, item)  # only what is newer is taken in
+                keys, version = seen.get((kind, listed.namespace), (set(), listed.version))
+                keys |= {key_of(item) for item in listed.items}
+                if version is not None and listed.version is not None:
+                    version = min(version, listed.version)
+                else:
+                    version = None
+                seen[kind, listed.namespace] = (keys, version)
+        forgotten = 0
+        for (kind, namespace), (keys, version) in seen.items():
+            if version is None:
+                continue  # versions not comparable: nothing can be judged gone
+            for key in self.cache.stale(kind, namespace, keys, version):
+                log.info("%s %s/%s was deleted unseen: forgotten", kind, *key)
+                self._forget(kind, key)
+                forgotten += 1
+        return forgotten
+
+    def _forget(self, kind: str, key: Key) -> None:
+        if kind == PLURAL:
+            self.remove_request(key)
+            return
+        if kind == "nodes":
+            pool = self.cache.remove_node(key[1])
+            if pool is not None:
+                self.wake_pools([pool])
+            return
+        owner = self.cache.owner_of(kind, key)
+        {
+            "jobs": self.cache.remove_job,
+            JOBSET_PLURAL: self.cache.remove_jobset,
+            "services": self.cache.remove_service,
+        }[kind](key)
+        if owner is not None:
+            self.queue.add(owner)
+
+    async def relisting(self) -> None:
+        """`relist` now and then (spread: replicas and restarts do not line up)."""
+        while True:
+            await asyncio.sleep(RELIST_SECONDS * (0.75 + 0.5 * random.random()))
+            await self.relist()
 
     def put_request(self, body: Mapping[str, Any]) -> None:
         if self.cache.put_request(body):
@@ -213,6 +300,7 @@ class Controller:
             "dws-operations": self.scheduler.run,
             "dws-workers": lambda: run_workers(self.queue, self.handle, WORKERS),
             "dws-idle-pools": self.sweep,
+            "dws-relist": self.relisting,
             "dws-events": self.reconciler.events.run,
             "dws-heap": _return_freed_heap,
         }
@@ -284,8 +372,12 @@ def build_controller(
     jobset: bool,
 ) -> Controller:
     gke_api = connect_gke(config.gke_endpoint)
-    gke = NodePoolClient(gke_api, config.cluster_path)
-    mutations = NodePoolClient(gke_api, config.cluster_path, retry=RetryPolicy(attempts=1))
+    # Every attempt of every GKE call asks the fence first: a replica that lost its
+    # Lease sends nothing more, reads included (it is about to exit anyway).
+    gke = NodePoolClient(gke_api, config.cluster_path, guard=FENCE.check)
+    mutations = NodePoolClient(
+        gke_api, config.cluster_path, retry=RetryPolicy(attempts=1), guard=FENCE.check
+    )
     cache = KubeCache()
     queue: WorkQueue[Key] = WorkQueue()
     dependents = Dependents()
@@ -300,7 +392,7 @@ def build_controller(
     def policies() -> WorkloadPolicyClient:
         # The Compute library loads here, on first use: only Ironwood slices need it.
         holder[0].compute = gke_lazy.connect_compute(config.compute_endpoint)
-        return gke_lazy.WorkloadPolicyClient(holder[0].compute, config.project)
+        return gke_lazy.WorkloadPolicyClient(holder[0].compute, config.project, guard=FENCE.check)
 
     shelf = PoolShelf(
         snapshot,

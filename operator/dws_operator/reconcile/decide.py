@@ -466,8 +466,18 @@ def _workload(
     attempt = run.status.restarts
     total = plan.total_nodes
     if job is None:
-        ensure_service()
         queue = queue_for(spec, config.default_queue, config.queued_queue) if config.kueue else None
+        known = observed.local_queues
+        if queue is not None and known is not None and queue not in known:
+            # Kueue would keep the workload suspended without a word: say it here, and
+            # go on when the queue is made (its creation wakes the request).
+            message = (
+                f"Kueue LocalQueue {request.namespace}/{queue} does not exist: create it, "
+                "or set spec.queueName to one that does"
+            )
+            run.condition(cond.WORKLOAD_CREATED, "False", "LocalQueueNotFound", message)
+            return run.phase(Phase.WAITING_FOR_CAPACITY, message, _until_timeout(run, plan))
+        ensure_service()
         render = render_jobset if plan.multi_slice else render_job
         run.act(CreateJob(render(ref, spec, plan, attempt=attempt, queue=queue)))
         run.status.job = ObjectReference(name=job_name(request.name, attempt))

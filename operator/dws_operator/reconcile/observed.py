@@ -117,6 +117,8 @@ class Observed:
     #: Pools scaled to zero a moment ago whose Nodes may still be on their way out
     #: (GKE removes the VMs, then their Node objects go): not to be resized again yet.
     draining: frozenset[str] = frozenset()
+    #: Kueue's LocalQueues in the request's namespace; None when not known (no check).
+    local_queues: frozenset[str] | None = None
     #: Extra facts the shell learned (for messages), e.g. the last GKE error.
     notes: Mapping[str, str] = field(default_factory=dict)
 
