@@ -136,6 +136,16 @@ class DevCluster:
         if self.options.kubeconfig is not None:
             self.options.kubeconfig.unlink(missing_ok=True)
 
+    def restart_apiserver(self, down_seconds: float = 0.0) -> None:
+        """Stop the kube-apiserver (SIGTERM), wait `down_seconds`, start it again on the
+        same address, and wait until it is ready: what an upgrade of the control plane
+        does to its clients. etcd keeps the state."""
+        [apiserver] = [c for c in self._children if c.name == "kube-apiserver"]
+        apiserver.stop()
+        time.sleep(down_seconds)
+        apiserver.start()
+        self._wait(apiserver, f"{self.server}/readyz", context=self._tls_context())
+
     @property
     def pids(self) -> list[int]:
         return [c.pid for c in self._children if c.pid is not None]

@@ -53,7 +53,8 @@ class ChildProcess:
         return self._process.pid if self._process else None
 
     def start(self) -> None:
-        self._log = self.log_path.open("wb")
+        """Start the process; started again (after it ended), its log goes on."""
+        self._log = self.log_path.open("ab" if self._process is not None else "wb")
         self._process = subprocess.Popen(
             self.argv,
             stdin=subprocess.DEVNULL,
@@ -74,6 +75,21 @@ class ChildProcess:
         except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
+
+    def kill(self, timeout: float = 10.0) -> bool:
+        """SIGKILL, as a crash or an OOM kill would end it: no clean-up of any kind.
+        True when a running process was killed (False: it had ended already)."""
+        process = self._process
+        killed = False
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+                killed = True
+            process.wait(timeout)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return killed
 
     def stop(self, timeout: float = 10.0) -> None:
         process = self._process

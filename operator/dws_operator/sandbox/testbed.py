@@ -66,6 +66,8 @@ class GkeLimits:
     #: Deletes and autoscaling/size updates: "seconds to tens of seconds".
     delete_seconds: float = 20.0
     update_seconds: float = 10.0
+    #: The emulator's randomness (its injected faults): one seed, the same draws.
+    seed: int = 0
 
     def real(self, simulated: float) -> float:
         """Real (wall) seconds of `simulated` seconds at the clock factor."""
@@ -84,6 +86,7 @@ def emulator_config(limits: GkeLimits) -> EmulatorConfig:
     """The emulator with GKE's limits on: its clock runs `clock_factor` times faster and
     every operation takes its simulated duration."""
     return EmulatorConfig(
+        seed=limits.seed,
         clock_factor=limits.clock_factor,
         operation_latency_seconds=limits.real(limits.update_seconds),
         operation_durations={method: limits.duration(method) for method in MUTATIONS},
@@ -119,8 +122,11 @@ class Testbed:
         workdir: Path,
         namespace: str = "default",
         operator_env: dict[str, str] | None = None,
+        replicas: int = 1,
     ) -> None:
         self.limits = limits
+        #: Operator processes; more than one take turns on a Lease (leader election).
+        self.replicas = replicas
         #: More DWS_* settings for the operator (e.g. a shorter GKE refresh interval).
         self.operator_env = dict(operator_env or {})
         self.workdir = workdir
@@ -131,7 +137,8 @@ class Testbed:
         self._stack = contextlib.ExitStack()
         self._cluster: DevCluster | None = None
         self._emulator: ClusterManagerEmulator | None = None
-        self._operator: ChildProcess | None = None
+        self._operators: list[ChildProcess] = []
+        self._liveness: list[str] = []
 
     def __enter__(self) -> Testbed:
         try:
@@ -166,9 +173,28 @@ class Testbed:
 
     @property
     def operator(self) -> ChildProcess:
-        if self._operator is None:
+        """The first operator process (the only one with one replica)."""
+        return self.operators[0]
+
+    @property
+    def operators(self) -> list[ChildProcess]:
+        if not self._operators:
             raise RuntimeError("the testbed is not running")
-        return self._operator
+        return self._operators
+
+    def kill_operator(self, index: int = 0) -> bool:
+        """SIGKILL one operator process (no clean stop, no Lease released); False when
+        it had ended already."""
+        return self.operators[index].kill()
+
+    def start_operator_again(self, index: int = 0, wait: bool = True) -> None:
+        """Start a killed or stopped operator process again (a container restart)."""
+        operator = self.operators[index]
+        if operator.exited() is None:
+            raise RuntimeError(f"{operator.name} is still running")
+        operator.start()
+        if wait:
+            _wait_live(operator, self._liveness[index], OPERATOR_READY_TIMEOUT)
 
     def api_client(self) -> k8s.ApiClient:
         """A new client of the testbed's API server, closed with the testbed."""
@@ -205,12 +231,29 @@ class Testbed:
             apply_kueue_objects(api, kueue_objects(setup))
         self._emulator = stack.enter_context(EmulatorThread(emulator_config(self.limits)))
         stack.enter_context(Autoscaler(self._emulator, self._cluster.kubeconfig, self.scenario))
-        self._operator = self._start_operator()
+        for index in range(self.replicas):
+            self._operators.append(self._start_operator(index))
 
-    def _start_operator(self) -> ChildProcess:
+    def _start_operator(self, index: int) -> ChildProcess:
         emulator, cluster = self.emulator, self.cluster
         port = free_port()
         liveness = f"http://127.0.0.1:{port}/healthz"
+        self._liveness.append(liveness)
+        name = "dws-operator" if self.replicas == 1 else f"dws-operator-{index}"
+        election = (
+            {
+                "DWS_LEADER_ELECT": "true",
+                "DWS_LEASE_NAMESPACE": self.namespace,
+                "POD_NAME": name,
+                # A quick handover (client-go's proportions): a killed leader is
+                # replaced in about 5 s, not 15.
+                "DWS_LEASE_DURATION_SECONDS": "4",
+                "DWS_LEASE_RENEW_DEADLINE_SECONDS": "3",
+                "DWS_LEASE_RETRY_PERIOD_SECONDS": "0.5",
+            }
+            if self.replicas > 1
+            else {}
+        )
         env = {
             "DWS_GKE_PROJECT": DEFAULT_CLUSTER.split("/")[1],
             "DWS_GKE_LOCATION": DEFAULT_CLUSTER.split("/")[3],
@@ -221,6 +264,7 @@ class Testbed:
             "DWS_DEFAULT_QUEUE": QUEUE,
             "DWS_QUEUED_QUEUE": QUEUED_QUEUE,
             "DWS_NAMESPACES": self.namespace,
+            **election,
             **self.operator_env,
         }
         argv = [
@@ -233,7 +277,7 @@ class Testbed:
             "--liveness",
             liveness,
         ]
-        operator = ChildProcess("dws-operator", argv, self.workdir, env=env)
+        operator = ChildProcess(name, argv, self.workdir, env=env)
         operator.start()
         self._stack.callback(operator.stop, 30.0)
         _wait_live(operator, liveness, OPERATOR_READY_TIMEOUT)
