@@ -348,11 +348,14 @@ class KubeCache:
         name = str(metadata.get("name") or "")
         pool = (metadata.get("labels") or {}).get(NODE_POOL_LABEL_KEY)
         before = self._node_pools.get(name)
-        self._node_versions[name] = _version(body)
+        known, incoming = self._node_versions.get(name), _version(body)
+        if known is not None and incoming is not None and incoming < known:
+            return None  # older than what is known (a listing taken before an event)
+        self._node_versions[name] = incoming
         if before == pool:
             return None
         self.remove_node(name)
-        self._node_versions[name] = _version(body)
+        self._node_versions[name] = incoming
         if pool is not None:
             self._node_pools[name] = pool
             self.node_counts[pool] += 1
@@ -399,6 +402,20 @@ class KubeCache:
             for key, cached in known.items()
             if key not in listed and cached is not None and cached <= version
         )
+
+    def holds(self, kind: str, key: Key) -> bool:
+        """Whether the cache has an object of `kind` under `key` (("", name) for Nodes)."""
+        if kind == "trainingrequests":
+            return key in self._summaries
+        if kind == "jobs":
+            return key in self._jobs.versions or key in self._children.versions
+        if kind == "jobsets":
+            return key in self._jobsets.versions
+        if kind == "services":
+            return key in self._services.versions
+        if kind == "nodes":
+            return key[1] in self._node_versions
+        return False
 
     def owner_of(self, kind: str, key: Key) -> Key | None:
         """The request an object of `kind` belongs to, as the cache knows it."""

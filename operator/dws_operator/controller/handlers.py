@@ -121,6 +121,7 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
         settings.persistence.diffbase_storage = _NoDiffBase()
         api = await connect(str(kubeconfig) if kubeconfig else None)
         kube = KubeApi(api)
+        controller: Controller | None = None
         try:
             installed = await _use_kueue(config.kueue, kube)
             # Several slices run as a JobSet: without its API they fail at once, clearly.
@@ -128,8 +129,11 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
             controller = build_controller(config, api, kube, installed, jobset)
             await controller.fill(kube, config.namespaces, jobset, kueue=installed)
         except BaseException:
-            # The operator stops here; the cleanup handler never sees this client.
+            # Tried again (or the operator stops); the cleanup handler never sees these
+            # clients, so they are closed here, GKE's channel too.
             await api.close()  # type: ignore[no-untyped-call]
+            if controller is not None:
+                await controller.gke_api.transport.close()
             raise
         try:
             await controller.snapshot.refresh()

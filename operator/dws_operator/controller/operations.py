@@ -30,7 +30,7 @@ from datetime import datetime
 from enum import IntEnum
 
 from dws_operator.controller.cache import Key
-from dws_operator.controller.fence import FENCE
+from dws_operator.controller.fence import FENCE, LeaseLost
 from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.gke import GkeError, NodePoolClient, classify_status
 from dws_operator.gke.client import Operation
@@ -300,6 +300,8 @@ class OperationScheduler:
         except GkeError as error:
             self._failed(operation, error)
             return
+        except LeaseLost:
+            raise  # not a bug: this replica must stop acting, at once
         except Exception as error:  # a bug must not leave the slot held
             log.exception("starting %s of node pool %s", operation.kind, operation.pool)
             self._failed(
@@ -353,6 +355,8 @@ class OperationScheduler:
             await self.snapshot.refresh_pool(operation.pool)
         except GkeError as refresh_error:
             log.warning("listing node pools after an operation: %s", refresh_error)
+        except LeaseLost:
+            raise
         except Exception:  # a bug must not leave the slot held either
             log.exception("listing node pools after an operation on %s", pool)
         finally:
@@ -416,6 +420,8 @@ class OperationScheduler:
             log.warning("reading operation %s: %s", name, error)
             operation.looked_at = self._clock()  # late looks, not a hot loop
             return
+        except LeaseLost:
+            raise
         except Exception:  # a bug: looked at again later, not in a hot loop
             log.exception("reading operation %s", name)
             operation.looked_at = self._clock()

@@ -44,6 +44,8 @@ WORKERS = 16
 RESYNC_SECONDS = 300.0
 #: How often everything watched is listed again, to forget what was deleted unseen.
 RELIST_SECONDS = 120.0
+#: The first relist after the start, once the watches run.
+RELIST_FIRST_SECONDS = 15.0
 #: Pause before a background loop that failed is started again.
 RESTART_SECONDS = 5.0
 
@@ -218,8 +220,9 @@ class Controller:
             self.queue.add((key[0], request))
 
     async def relist(self) -> int:
-        """List again what the watches follow, take in what they missed, and forget what
-        was deleted unseen: a watch that broke (an API server restart) and started again
+        """List again what the watches follow (not Kueue's LocalQueues: a queue deleted
+        unseen only delays a clear condition), take in updates they missed, and forget
+        what was deleted unseen: a watch that broke (an API server restart) and started again
         lists what is there and never reports what went meanwhile. Without this a Job
         deleted then would be waited for, and a Node removed then would keep its pool
         from counting as scaled down, for ever. The number of objects forgotten."""
@@ -234,7 +237,12 @@ class Controller:
         for kind, label in sources:
             for listed in await kube.snapshots(kind, label, self.namespaces):
                 for item in listed.items:
-                    self.on_event(kind, False, item)  # only what is newer is taken in
+                    # Updates missed to what the cache holds; nothing new: a listing is
+                    # older than the watch events that came while it was taken (one
+                    # may have reported the object deleted), and a restarted watch
+                    # reports what is there itself.
+                    if self.cache.holds(kind, key_of(item)):
+                        self.on_event(kind, False, item)
                 keys, version = seen.get((kind, listed.namespace), (set(), listed.version))
                 keys |= {key_of(item) for item in listed.items}
                 if version is not None and listed.version is not None:
@@ -271,10 +279,13 @@ class Controller:
             self.queue.add(owner)
 
     async def relisting(self) -> None:
-        """`relist` now and then (spread: replicas and restarts do not line up)."""
+        """`relist` soon after the start, then now and then (spread: replicas and
+        restarts do not line up). The first closes the gap between the start-up listing
+        and the watches' own: an object deleted in between is reported by neither."""
+        await asyncio.sleep(RELIST_FIRST_SECONDS)
         while True:
-            await asyncio.sleep(RELIST_SECONDS * (0.75 + 0.5 * random.random()))
             await self.relist()
+            await asyncio.sleep(RELIST_SECONDS * (0.75 + 0.5 * random.random()))
 
     def put_request(self, body: Mapping[str, Any]) -> None:
         if self.cache.put_request(body):

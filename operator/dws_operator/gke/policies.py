@@ -250,10 +250,19 @@ class WorkloadPolicyClient:
         policy = retry or self.retry
         pauses = policy.delays()
         attempt_timeout = self.call_timeout if timeout is None else timeout
-        run = functools.partial(method, request=request, retry=None, timeout=attempt_timeout)
+        call = functools.partial(method, request=request, retry=None, timeout=attempt_timeout)
+        guard = self.guard
+
+        def run() -> T:
+            # Asked in the worker thread, right before the call: a call queued for a
+            # free thread must not go out after the Lease was lost meanwhile.
+            if guard is not None:
+                guard()
+            return call()
+
         for attempt in range(len(pauses) + 1):
-            if self.guard is not None:
-                self.guard()
+            if guard is not None:
+                guard()
             try:
                 return await asyncio.to_thread(run)
             except COMPUTE_ERRORS as error:

@@ -362,6 +362,8 @@ class ChaosRun:
             got = (phase, reason if phase == "Failed" else None)
             if got != wanted:
                 unexpected[name] = f"{phase} {reason or ''}".strip()
+            elif not kind.fails_with and not status.get("scaledDownAt"):
+                unexpected[name] = f"{phase}, never scaled down"
             made, wanted_pools = per_request.get(name, 0), 0 if kind.fails_with else 1
             if made != wanted_pools:
                 unexpected.setdefault(name, f"{made} pools created")
@@ -371,6 +373,11 @@ class ChaosRun:
             if not c.ok and c.code.name in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
         )
         return {
+            "complete": (
+                sum(self.kills.values()) == self.options.kills
+                and self.apiserver_restarts == int(self.options.restart_apiserver)
+                and bool(injected)
+            ),
             "requests": len(self.kinds),
             "replicas": self.options.replicas,
             "seed": self.options.seed,
@@ -408,10 +415,17 @@ def _reason(status: dict[str, Any]) -> str | None:
 
 
 def clean(figures: dict[str, Any]) -> bool:
-    """The run's verdict: every request ended as it should, with exactly one pool made
-    for it, nothing billed after it ended, and nothing left after the deletions."""
+    """The run's verdict: everything was done to it (every kill, the API server restart,
+    GKE faults), no replica crashed, every request ended as it should and was scaled
+    down, with exactly one pool made for it, nothing billed after it ended, and nothing
+    left after the deletions."""
+    exits = {int(code) for code in figures["exits_by_code"]}
     return (
-        not figures["unexpected"]
+        figures["complete"]
+        # A replica ends on its own only when it lost its Lease (3); anything else is
+        # a crash.
+        and exits <= {3}
+        and not figures["unexpected"]
         and not figures["pools_created_twice"]
         and figures["nodes_left_after_finish"] == 0
         and figures["requests_left"] == 0

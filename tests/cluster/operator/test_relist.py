@@ -86,4 +86,4 @@ def test_a_job_deleted_unseen_is_forgotten_and_its_request_woken(
     assert kept_before
     assert forgotten == 1
     assert left == ["future", "real"]
-    assert (namespace, "req-a") in woken
+    assert woken == [(namespace, "req-a")]  # the request of the Job forgotten, alone

@@ -182,6 +182,9 @@ def test_a_replica_that_loses_its_lease_exits_without_another_call(
         what="the standby to take the lease over",
     )
     resumed_from = len(emulator.calls)
+    # Its sockets, while it is stopped (they are still open then).
+    leader_ports = _ports(leader.process.pid)
+    assert leader_ports
     # Resumed, every timer of the old leader is due at once; it finds its renewal too
     # old and exits before calling GKE again, for a read or a write.
     leader.process.send_signal(signal.SIGCONT)
@@ -194,8 +197,10 @@ def test_a_replica_that_loses_its_lease_exits_without_another_call(
         timeout=30,
         what="the new leader's GKE calls",
     )
-    # ... and every call since the old leader resumed came from the new leader.
-    standby_ports = _ports(standby.process.pid)
-    callers = {call.peer for call in emulator.calls[resumed_from:]}
-    assert {int(peer.rsplit(":", 1)[1]) for peer in callers} <= standby_ports, callers
+    # ... and no call since the old leader resumed came from the old leader.
+    callers = {int(call.peer.rsplit(":", 1)[1]) for call in emulator.calls[resumed_from:]}
+    assert not callers & leader_ports, (callers, leader_ports)
+    # (The ports do tell callers apart: the old leader's create came from one of them.)
+    [create] = [c for c in emulator.calls_for("CreateNodePool") if c.ok]
+    assert int(create.peer.rsplit(":", 1)[1]) in leader_ports
     assert [c.ok for c in emulator.calls_for("CreateNodePool")].count(True) == 1

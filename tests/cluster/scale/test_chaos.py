@@ -13,6 +13,8 @@ def test_no_orphan_no_duplicate_nothing_lost(tmp_path: Path) -> None:
     figures = ChaosRun(ChaosOptions(requests=8, kills=20, seed=7), tmp_path).run()
     print(figures)
     assert figures["kills"] == 20
+    assert figures["complete"]
+    assert set(figures["exits_by_code"]) <= {"3"}, figures["exits_by_code"]
     assert figures["apiserver_restarts"] == 1
     # Faults were injected at all: lost create answers, and UNAVAILABLE bursts.
     assert any(k.endswith(":DEADLINE_EXCEEDED") for k in figures["faults"]), figures["faults"]
