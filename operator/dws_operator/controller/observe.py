@@ -191,7 +191,25 @@ async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
     version = None if request.deleting else await cluster_version(sources.gke)
     pool_names = pool_names_for(request)
     key = (request.namespace, request.name)
+    owners = await _service_owners(sources, request)
+    # From here to the Observed, what GKE's snapshot, the scheduler and the shelf say is
+    # read with no await between (but a pool `existing` names, not ours in any case): an
+    # operation ending meanwhile would pair a pool as it was before with the scheduler as
+    # it is after (a takeover done, its pool read before it: "someone else's pool").
     views = [_pool(sources, name, request.uid, key) for name in pool_names]
+    takeover = bool(
+        request.status.node_pool
+        and request.status.node_pool.reused
+        and views[0] is not None
+        and not views[0].ours
+        and (
+            sources.operations.owner(pool_names[0]) == key
+            or sources.shelf.free_for(pool_names[0], key)
+        )
+    )
+    operations = {
+        name: view for name in pool_names if (view := sources.operations.view(name)) is not None
+    }
     # The current attempt's workload is named from the restart count, not from status.job,
     # which a restart interrupted midway may leave pointing at the previous attempt.
     current = job_name(request.name, request.status.restarts)
@@ -203,10 +221,6 @@ async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
         # the request, so that is asked of GKE itself before it is believed.
         pool = await sources.gke.get(pool_names[0])
         views[0] = pool_view(pool, request.uid) if pool is not None else None
-    owners = await _service_owners(sources, request)
-    operations = {
-        name: view for name in pool_names if (view := sources.operations.view(name)) is not None
-    }
     created = str((body.get("metadata") or {}).get("creationTimestamp") or "")
     return Observed(
         request=request,
@@ -229,16 +243,7 @@ async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
             for name in pool_names
             if sources.operations.done_lately(name, "ScaleDown", DRAIN_SECONDS)
         ),
-        takeover=bool(
-            request.status.node_pool
-            and request.status.node_pool.reused
-            and views[0] is not None
-            and not views[0].ours
-            and (
-                sources.operations.owner(pool_names[0]) == key
-                or sources.shelf.free_for(pool_names[0], key)
-            )
-        ),
+        takeover=takeover,
         create_position=(
             sources.operations.position_for(Priority.CREATE, created)
             if any(v is None for v in views)
