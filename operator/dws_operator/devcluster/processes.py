@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -14,6 +15,22 @@ from pathlib import Path
 from typing import IO
 
 _PR_SET_PDEATHSIG = 1
+
+
+#: util-linux's `setpriv` sets the death signal and execs the program: the child then
+#: runs no Python between fork and exec, so Popen can use vfork, and fork handlers of
+#: libraries in this process (gRPC's, when it serves the emulator) never run in it. With
+#: a `preexec_fn` they did, and a child once died there before exec ("epoll_wait error:
+#: Bad file descriptor").
+_SETPRIV = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+
+
+def _with_death_signal(argv: Sequence[str]) -> tuple[list[str], bool]:
+    """The command line that dies with its parent, and whether a `preexec_fn` is still
+    needed for it (no setpriv here)."""
+    if _SETPRIV is not None:
+        return [_SETPRIV, "--pdeathsig", "KILL", "--", *argv], False
+    return list(argv), True
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
@@ -55,13 +72,14 @@ class ChildProcess:
     def start(self) -> None:
         """Start the process; started again (after it ended), its log goes on."""
         self._log = self.log_path.open("ab" if self._process is not None else "wb")
+        argv, needs_preexec = _with_death_signal(self.argv)
         self._process = subprocess.Popen(
-            self.argv,
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(self._env or {})},
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken
+            preexec_fn=_die_with_parent if needs_preexec else None,  # noqa: PLW1509
             start_new_session=True,
         )
 
