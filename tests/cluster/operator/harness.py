@@ -15,6 +15,7 @@ from kubernetes import client as k8s
 
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
+from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
 from tests.builders import manifest, spec_body
 from tests.polling import eventually
 
@@ -114,6 +115,21 @@ class Scenario:
             what="the pool created",
         )
         channel.close()
+
+    def create_local_queue(self, name: str) -> None:
+        """A Kueue LocalQueue in the scenario's namespace (no Kueue runs: the object only)."""
+        k8s.CustomObjectsApi(self.api).create_namespaced_custom_object(
+            KUEUE_GROUP,
+            KUEUE_API_VERSION,
+            self.namespace,
+            "localqueues",
+            {
+                "apiVersion": f"{KUEUE_GROUP}/{KUEUE_API_VERSION}",
+                "kind": "LocalQueue",
+                "metadata": {"name": name, "namespace": self.namespace},
+                "spec": {"clusterQueue": "dws"},
+            },
+        )
 
     def pool_max(self) -> int:
         pool = self.pool()

@@ -11,7 +11,6 @@ from kubernetes import client as k8s
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
 from dws_operator.devcluster import DevCluster
 from dws_operator.emulator import DEFAULT_CLUSTER
-from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
 from tests.builders import CONTAINER, gpu, tpu
 from tests.cluster.operator.harness import Scenario
 from tests.gke.harness import rendered
@@ -114,18 +113,7 @@ def test_a_local_queue_that_does_not_exist_is_said_then_used_once_made(
         assert condition["reason"] == "LocalQueueNotFound"
         assert f"LocalQueue {scenario.namespace}/team-q does not exist" in condition["message"]
         assert scenario.jobs() == []
-        k8s.CustomObjectsApi(api).create_namespaced_custom_object(
-            KUEUE_GROUP,
-            KUEUE_API_VERSION,
-            scenario.namespace,
-            "localqueues",
-            {
-                "apiVersion": f"{KUEUE_GROUP}/{KUEUE_API_VERSION}",
-                "kind": "LocalQueue",
-                "metadata": {"name": "team-q", "namespace": scenario.namespace},
-                "spec": {"clusterQueue": "dws"},
-            },
-        )
+        scenario.create_local_queue("team-q")
         # The queue's creation wakes the request: its Job is made, in that queue.
         job = scenario.job()
         assert job.metadata.labels["kueue.x-k8s.io/queue-name"] == "team-q"

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from kubernetes import client as k8s
 
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
 from dws_operator.devcluster import DevCluster
 from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig, MethodFaults
-from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
 from tests.builders import gpu, tpu
 from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually
@@ -20,24 +18,12 @@ def test_queued_provisioning_goes_through_kueue(
     third_party: list[str],
     operator_config: OperatorConfig,
     scenario: Scenario,
-    api: k8s.ApiClient,
 ) -> None:
     config = OperatorConfig(
         **{**operator_config.__dict__, "kueue": KueueMode.REQUIRED, "default_queue": "dws-queue"}
     )
     # The queue exists (a request naming one that does not waits, saying so).
-    k8s.CustomObjectsApi(api).create_namespaced_custom_object(
-        KUEUE_GROUP,
-        KUEUE_API_VERSION,
-        scenario.namespace,
-        "localqueues",
-        {
-            "apiVersion": f"{KUEUE_GROUP}/{KUEUE_API_VERSION}",
-            "kind": "LocalQueue",
-            "metadata": {"name": "dws-queue", "namespace": scenario.namespace},
-            "spec": {"clusterQueue": "dws"},
-        },
-    )
+    scenario.create_local_queue("dws-queue")
     with OperatorThread(config, kubeconfig=devcluster.kubeconfig):
         scenario.create(
             gpu("nvidia-h100-80gb", nodes=2),
