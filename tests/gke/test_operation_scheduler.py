@@ -278,3 +278,74 @@ def test_operations_are_followed_by_name_and_free_their_slot_when_done(
         read = [r for r in reads if r.request.name.endswith(pool) and r.started > before.started]
         assert read, f"no read of {pool} after its create"
         assert after.started < read[0].started + read[0].duration, (before, after)
+
+
+def test_the_next_in_line_are_prepared_while_the_slots_are_busy_and_no_further(
+    make_emulator: MakeEmulator,
+) -> None:
+    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=LATENCY))
+    names = [f"pool-{i}" for i in range(4)]
+    #: Per pool, when it was prepared: its place in line (0: in a slot), and how many of
+    #: GKE's slots the scheduler held.
+    prepared: dict[str, tuple[int, int]] = {}
+
+    def preparing(scheduler: OperationScheduler, name: str) -> Callable[[], Awaitable[None]]:
+        async def prepare() -> None:
+            assert name not in prepared, f"{name} prepared twice"
+            view = scheduler.view(name)
+            assert view is not None
+            prepared[name] = (0 if view.running else view.position, scheduler.running)
+
+        return prepare
+
+    async def scenario(
+        scheduler: OperationScheduler, gke: NodePoolClient, _: list[tuple[str, str]]
+    ) -> None:
+        for i, name in enumerate(names):
+            operation = creation(gke, name, f"2026-11-23T10:00:0{i}Z", name)
+            operation.prepare = preparing(scheduler, name)
+            scheduler.submit(operation)
+        await until(lambda: scheduler.running == 0 and scheduler.queued == 0)
+
+    scheduled(emulator, scenario, slots=1)
+    creates = emulator.calls_for("CreateNodePool")
+    assert [c.request.node_pool.name for c in creates] == names
+    # One slot: pool-0 prepared in it; each of the others while the one ahead held the
+    # slot (so the slot went straight from one create to the next), and only once next
+    # in line (no write for a request still further back).
+    assert prepared == {"pool-0": (0, 1), "pool-1": (1, 1), "pool-2": (1, 1), "pool-3": (1, 1)}
+
+
+def test_a_preparation_that_calls_off_ends_the_operation_and_one_that_fails_is_retried(
+    make_emulator: MakeEmulator,
+) -> None:
+    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=LATENCY))
+    tries: list[str] = []
+
+    async def gone() -> None:
+        tries.append("gone")
+        raise CalledOff("the request is gone")
+
+    async def flaky() -> None:
+        tries.append("flaky")
+        if tries.count("flaky") == 1:
+            raise ConnectionResetError("the API server went away")
+
+    async def scenario(
+        scheduler: OperationScheduler, gke: NodePoolClient, _: list[tuple[str, str]]
+    ) -> None:
+        called_off = creation(gke, "gone", "2026-11-23T10:00:00Z", "gone")
+        called_off.prepare = gone
+        retried = creation(gke, "flaky", "2026-11-23T10:00:01Z", "flaky")
+        retried.prepare = flaky
+        scheduler.submit(called_off)
+        scheduler.submit(retried)
+        await until(lambda: len(emulator.calls_for("CreateNodePool")) == 1)
+        await until(lambda: scheduler.running == 0 and scheduler.queued == 0)
+        assert scheduler.view("gone") is None
+
+    woken = scheduled(emulator, scenario, slots=1)
+    assert [c.request.node_pool.name for c in emulator.calls_for("CreateNodePool")] == ["flaky"]
+    # Prepared while "gone" held the slot, failed, then prepared again when its turn came.
+    assert (tries.count("gone"), tries.count("flaky")) == (1, 2)
+    assert ("ns", "gone") in woken

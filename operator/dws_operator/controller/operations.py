@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import IntEnum
 
 from dws_operator.controller.cache import Key
@@ -59,6 +59,8 @@ RETRY_BACKOFF_SECONDS = (1.0, 60.0)
 
 #: One call to GKE: the operation it started, or None when nothing needed doing.
 Step = Callable[[], Awaitable[Operation | None]]
+#: Work outside GKE that must be done before an operation's first call (a finalizer).
+Preparation = Callable[[], Awaitable[None]]
 
 
 class CalledOff(Exception):
@@ -85,6 +87,10 @@ class PoolOperation:
     since: str
     #: Calls made one after another in one slot (scale to zero: cap, then resize).
     steps: tuple[Step, ...]
+    #: Done while the operation is among the next in line, so that none of GKE's slots
+    #: is held for it; awaited before the first step.
+    prepare: Preparation | None = None
+    preparing: asyncio.Future[None] | None = None
     step: int = 0
     order: tuple[int, str, int] = (0, "", 0)
     running: str | None = None
@@ -178,10 +184,12 @@ class OperationScheduler:
         )
 
     def cancel(self, pool: str, owner: Key) -> None:
-        """Drop `owner`'s operation on `pool` if it has not started in GKE yet."""
+        """Drop `owner`'s operation on `pool` if it has not started in GKE yet; the owner is
+        woken, to go on without it (a deleted request lets go then)."""
         operation = self._ops.get(pool)
         if operation is not None and operation.owner == owner and pool not in self._active:
             self._dequeue(operation)
+            self.wake(owner)
 
     def owner(self, pool: str) -> Key | None:
         """The request whose operation on `pool` is queued or running."""
@@ -259,7 +267,26 @@ class OperationScheduler:
             self.wake(operation.owner)  # its status: no longer waiting for a slot
             self._active.add(pool)
             self._spawn(self._start(operation))
+        self._prepare_next(now)
         return soonest
+
+    def _prepare_next(self, now: float) -> None:
+        """Start the preparation of the operations next in line (as many as there are
+        slots): a slot that frees up then goes straight to GKE. Those further back cost
+        nothing while they wait (a request deleted meanwhile simply goes)."""
+        for _, pool in self._queue[: self.slots]:
+            operation = self._ops[pool]
+            prepare, waiting = operation.prepare, operation.not_before > now
+            if prepare is not None and operation.preparing is None and not waiting:
+                operation.preparing = self._prepared(prepare)
+
+    def _prepared(self, prepare: Preparation) -> asyncio.Future[None]:
+        task = asyncio.ensure_future(prepare())
+        self._tasks.add(task)
+        # Its outcome is read when the operation starts; one dropped before is not lost.
+        task.add_done_callback(_retrieved)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     def _woken_by_position(self, removed: int) -> None:
         # Everyone behind moved up one. Waking only those now at position 1, 2, 4, 8...
@@ -278,12 +305,23 @@ class OperationScheduler:
     async def _start(self, operation: PoolOperation) -> None:
         """Make the operation's next call; on to following it, or back in the queue."""
         try:
+            if operation.prepare is not None:
+                if operation.preparing is None:
+                    operation.preparing = self._prepared(operation.prepare)
+                try:
+                    await operation.preparing
+                finally:
+                    operation.preparing = None  # failed: prepared again on the next try
+                operation.prepare = None
             while operation.step < len(operation.steps):
                 FENCE.check()  # a replica that lost its Lease starts nothing in GKE
+                sent = self._clock()
                 started = await operation.steps[operation.step]()
                 if started is not None:
                     operation.running = started.name
-                    operation.started_at = operation.looked_at = self._clock()
+                    operation.started_at = operation.looked_at = _began(
+                        started, sent, self._clock()
+                    )
                     operation.running_type = int(started.operation_type)
                     self._count_start(operation)
                     self._running_changed.set()
@@ -481,3 +519,20 @@ class OperationScheduler:
         if index < len(self._queue) and self._queue[index][1] == operation.pool:
             del self._queue[index]
         del self._ops[operation.pool]
+
+
+def _retrieved(task: asyncio.Future[None]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _began(operation: Operation, sent: float, answered: float) -> float:
+    """When GKE started `operation`, on the scheduler's clock: its own `start_time`, as far
+    back from the answer as the wall clock says, within the call's round trip (a skewed
+    clock moves it no further). The answer's way back is not counted into the wait."""
+    try:
+        start = datetime.fromisoformat(operation.start_time.replace("Z", "+00:00"))
+    except ValueError:
+        return answered
+    ago = datetime.now(UTC) - start
+    return min(max(answered - ago.total_seconds(), sent), answered)

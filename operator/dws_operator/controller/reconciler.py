@@ -25,7 +25,13 @@ from dws_operator.controller.kube import (
     WorkloadRejected,
 )
 from dws_operator.controller.observe import Sources, observe, request_view
-from dws_operator.controller.operations import CalledOff, PoolOperation, Priority, Step
+from dws_operator.controller.operations import (
+    CalledOff,
+    PoolOperation,
+    Preparation,
+    Priority,
+    Step,
+)
 from dws_operator.errors import InvalidSpec
 from dws_operator.gke import (
     GkeError,
@@ -149,9 +155,9 @@ class Reconciler:
             return body
         return await self._set_finalizers(body, [*finalizers, FINALIZER])
 
-    def _holding(self, key: Key) -> Step:
-        """The first step of a pool operation made for a request: the finalizer, from
-        the request as the cache knows it now; the operation is called off when the
+    def _holding(self, key: Key) -> Preparation:
+        """The preparation of a pool operation made for a request: the finalizer, from
+        the request as the cache knows it then; the operation is called off when the
         request is gone or being deleted (nothing was made for it yet)."""
 
         async def hold() -> None:
@@ -293,28 +299,37 @@ class Reconciler:
         operations = self.sources.operations
         match action:
             case CreateNodePool(name=name, plan=plan):
-                making = (self._holding(key), self._create_step(request, name, plan))
+                making = (self._create_step(request, name, plan),)
                 operations.submit(
-                    PoolOperation(name, "Create", key, Priority.CREATE, created, making)
+                    PoolOperation(
+                        name, "Create", key, Priority.CREATE, created, making, self._holding(key)
+                    )
                 )
             case TakeOverNodePool(name=name, plan=plan):
                 gke = self.sources.mutations
                 labels = self._labels(request, plan)
                 ceiling = render_node_pool(plan, name=name, labels=labels).autoscaling
                 takeover: tuple[Step, ...] = (
-                    self._holding(key),
                     lambda: gke.relabel(name, labels),
                     lambda: gke.set_autoscaling(name, ceiling),
                 )
                 operations.submit(
-                    PoolOperation(name, "TakeOver", key, Priority.CREATE, created, takeover)
+                    PoolOperation(
+                        name,
+                        "TakeOver",
+                        key,
+                        Priority.CREATE,
+                        created,
+                        takeover,
+                        self._holding(key),
+                    )
                 )
             case CancelPoolOperation(name=name):
                 operations.cancel(name, key)
             case ScaleNodePoolToZero(name=name):
                 gke = self.sources.mutations
                 steps: tuple[Step, ...] = (
-                    lambda: gke.cap_autoscaling(name),
+                    lambda: gke.cap_autoscaling(name, self.sources.pools.get(name)),
                     lambda: gke.resize_to_zero(name),
                 )
                 # Releases are served as they come (the bill stops in the order work

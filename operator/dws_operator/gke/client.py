@@ -270,14 +270,16 @@ class NodePoolClient:
                 return None
             raise
 
-    async def cap_autoscaling(self, name: str) -> Operation | None:
+    async def cap_autoscaling(self, name: str, known: NodePool | None = None) -> Operation | None:
         """Cap the pool's autoscaler at zero nodes (one operation); None when there is
         nothing to cap (no limits above zero) or the pool is gone.
 
         The first of scale-to-zero's two steps, for callers that schedule operations
         themselves (`scale_to_zero` runs both and waits). The location policy is kept:
-        the request replaces the whole autoscaling block."""
-        pool = await self.get(name)
+        the request replaces the whole autoscaling block. `known`: the pool as the caller
+        last listed it, which saves a read while the caller holds one of GKE's operation
+        slots (the ceiling is set whole, so an older listing caps just the same)."""
+        pool = known if known is not None else await self.get(name)
         capped = _capped(pool.autoscaling) if pool is not None else None
         return await self.set_autoscaling(name, capped) if capped is not None else None
 
