@@ -1778,6 +1778,19 @@ def test_a_deleted_request_calls_off_its_pool_operation_not_yet_started(kind: st
     assert gone.released is True
 
 
+def test_a_deleted_request_waits_for_another_requests_takeover_of_its_pool_not_calls_it_off() -> (
+    None
+):
+    """The takeover is the other request's: it goes on, and this one waits for it
+    (its old pool is then no longer its own to delete)."""
+    status = status_at(Phase.SUCCEEDED, MULTI, job=None)
+    theirs = OperationView(kind="TakeOver", running=False, position=2, queued=9, mine=False)
+    obs = dataclasses.replace(observed(MULTI, status, deleting=True), operations={POOL: theirs})
+    d = run(obs)
+    assert d.actions == []
+    assert d.released is False
+
+
 def test_a_deleted_request_waits_for_a_create_already_running() -> None:
     status = status_at(Phase.PROVISIONING, MULTI, job=None)
     running = OperationView(kind="Create", running=True)

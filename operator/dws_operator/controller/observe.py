@@ -208,7 +208,9 @@ async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
         )
     )
     operations = {
-        name: view for name in pool_names if (view := sources.operations.view(name)) is not None
+        name: dataclasses.replace(view, mine=sources.operations.owner(name) == key)
+        for name in pool_names
+        if (view := sources.operations.view(name)) is not None
     }
     # The current attempt's workload is named from the restart count, not from status.job,
     # which a restart interrupted midway may leave pointing at the previous attempt.

@@ -667,7 +667,7 @@ def _settle_operations(run: _Run) -> bool:
     takeover not started in GKE is called off; one already started is waited for (its
     pool then shows, and is cleaned up like any other). Whether any is still on."""
     for name, operation in run.observed.operations.items():
-        if operation.kind in ("Create", "TakeOver") and not operation.running:
+        if operation.mine and operation.kind in ("Create", "TakeOver") and not operation.running:
             run.act(CancelPoolOperation(name))
     return bool(run.observed.operations)
 

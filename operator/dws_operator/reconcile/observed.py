@@ -84,6 +84,9 @@ class OperationView:
     slots: int = 0
     #: The last retryable error of this operation (it is tried again), for messages.
     retrying: str = ""
+    #: Queued by this request; else by another (the one taking its old pool over, or the
+    #: sweep deleting an idle pool), which it waits for but must not call off.
+    mine: bool = True
 
 
 @dataclass(frozen=True)
