@@ -63,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--records",
         type=Path,
-        help="also write every request's times (JSON lines) to RECORDS-<requests>.jsonl",
+        help="also write every request's times (JSON lines) to RECORDS-<requests>.jsonl "
+        "and every GKE call to RECORDS-<requests>-calls.jsonl",
     )
     parser.add_argument(
         "--keep-logs", action="store_true", help="keep each point's logs (operator, cluster)"
@@ -111,7 +112,9 @@ def main() -> int:
         if args.records is not None:
             path = args.records.with_name(f"{args.records.name}-{requests}.jsonl")
             path.write_text("".join(json.dumps(row) + "\n" for row in point.rows))
-            say(f"per-request times in {path}")
+            calls = args.records.with_name(f"{args.records.name}-{requests}-calls.jsonl")
+            calls.write_text("".join(json.dumps(row) + "\n" for row in point.calls))
+            say(f"per-request times in {path}, GKE calls in {calls}")
         if not args.keep_logs:
             shutil.rmtree(workdir, ignore_errors=True)
     return 0

@@ -46,7 +46,9 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from google.cloud import container_v1
 
+from dws_operator.emulator.server import CallRecord
 from dws_operator.sandbox.figures import (
     mixed_bound,
     percentile,
@@ -108,6 +110,8 @@ class Point:
         self.rows: list[dict[str, Any]] = []
         self._requested: dict[str, float] = {}
         self._at_zero: dict[str, float] = {}
+        #: Every GKE call the emulator answered, after `run` (see `call_row`).
+        self.calls: list[dict[str, Any]] = []
 
     def run(self) -> dict[str, Any]:
         options, limits = self.options, self.limits
@@ -283,6 +287,9 @@ class Point:
             "resource_exhausted": len(exhausted),
             "gke_calls": len(emulator.calls),
         }
+        # The emulator's clock is monotonic; one offset puts its calls on the wall clock.
+        offset = time.time() - time.monotonic()
+        self.calls = [call_row(call, offset) for call in emulator.calls]
 
     # Helpers -----------------------------------------------------------------
 
@@ -327,6 +334,27 @@ class Point:
     def _ok_calls(bed: Testbed, methods: Sequence[str], mark: int) -> int:
         """Calls of `methods` GKE accepted after the first `mark` calls of its log."""
         return sum(1 for c in bed.emulator.calls[mark:] if c.method in methods and c.ok)
+
+
+def call_row(call: CallRecord, offset: float) -> dict[str, Any]:
+    """One GKE call as the emulator answered it, times on the wall clock: what it named
+    (a pool, an operation), and the operation it started, if any."""
+    request, response = call.request, call.response
+    row: dict[str, Any] = {
+        "method": call.method,
+        "code": call.code.name,
+        "started": round(call.started + offset, 4),
+        "duration": round(call.duration, 4),
+        "name": str(getattr(request, "name", "") or getattr(request, "parent", "")),
+    }
+    if isinstance(response, container_v1.Operation):
+        row |= {
+            "operation": response.name,
+            "status": response.status.name,
+            "operation_start": response.start_time,
+            "operation_end": response.end_time,
+        }
+    return row
 
 
 def _span(since: float, reached: dict[str, float], count: int) -> float | None:
