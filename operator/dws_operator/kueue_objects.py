@@ -4,17 +4,15 @@ ProvisioningRequestConfig (facts sheet, sections 5 and 6).
 
 The builders are pure and return manifests in `kueue.x-k8s.io/v1beta2`, served since Kueue
 v0.15 and stored since v0.16 (v1beta1, deprecated since v0.15, is no longer served from
-v0.20; see `kueue_versions`), so only v1beta2 is written. `apply_kueue_objects` is the one
-function here that talks to a cluster.
+v0.20; see `kueue_versions`), so only v1beta2 is written. Nothing here talks to a
+cluster (the workshop's `devcluster.kueue.apply_kueue_objects` applies them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-from kubernetes import client as k8s
 
 from dws_operator.catalog import (
     GPU_ACCELERATOR_LABEL_KEY,
@@ -22,6 +20,7 @@ from dws_operator.catalog import (
     TPU_ACCELERATOR_LABEL_KEY,
     TPU_RESOURCE,
 )
+from dws_operator.identity import MANAGED_BY
 
 Manifest = dict[str, Any]
 
@@ -129,7 +128,7 @@ class QueueSetup:
 
 
 def _object(kind: str, name: str, spec: Manifest, namespace: str | None = None) -> Manifest:
-    metadata: Manifest = {"name": name, "labels": {"app.kubernetes.io/managed-by": "dws-operator"}}
+    metadata: Manifest = {"name": name, "labels": dict(MANAGED_BY)}
     if namespace is not None:
         metadata["namespace"] = namespace
     return {"apiVersion": KUEUE_GROUP_VERSION, "kind": kind, "metadata": metadata, "spec": spec}
@@ -223,44 +222,3 @@ def kueue_objects(setup: QueueSetup) -> list[Manifest]:
 def provreq_parameter_annotations(parameters: Mapping[str, str]) -> dict[str, str]:
     """Job annotations that Kueue copies into the ProvisioningRequest's `spec.parameters`."""
     return {f"{PROVREQ_PARAMETER_PREFIX}{key}": value for key, value in parameters.items()}
-
-
-# -- cluster side ------------------------------------------------------------------------
-
-
-def apply_kueue_objects(
-    api: k8s.ApiClient, objects: Iterable[Manifest], field_manager: str = "dws-operator"
-) -> list[Manifest]:
-    """Server-side apply each Kueue manifest (in the given order); returns the live objects."""
-    custom = k8s.CustomObjectsApi(api)
-    applied: list[Manifest] = []
-    for manifest in objects:
-        kind = manifest["kind"]
-        plural = PLURALS.get(kind)
-        if plural is None or manifest.get("apiVersion") != KUEUE_GROUP_VERSION:
-            raise ValueError(f"not a Kueue {KUEUE_GROUP_VERSION} object: {kind}")
-        metadata = manifest["metadata"]
-        common: Manifest = {
-            "field_manager": field_manager,
-            "force": True,
-            "_content_type": "application/apply-patch+yaml",
-        }
-        name = metadata["name"]
-        namespace = metadata.get("namespace")
-        # The client maps only a 200 answer to the object; an apply that creates answers
-        # 201 and comes back empty, so the object is read back then.
-        live: object
-        if namespace:
-            args = (KUEUE_GROUP, KUEUE_API_VERSION, namespace, plural, name)
-            live = custom.patch_namespaced_custom_object(*args, manifest, **common)
-            if not isinstance(live, dict):
-                live = custom.get_namespaced_custom_object(*args)
-        else:
-            cluster_args = (KUEUE_GROUP, KUEUE_API_VERSION, plural, name)
-            live = custom.patch_cluster_custom_object(*cluster_args, manifest, **common)
-            if not isinstance(live, dict):
-                live = custom.get_cluster_custom_object(*cluster_args)
-        if not isinstance(live, dict):
-            raise TypeError(f"unexpected answer reading {kind} {name}: {live!r}")
-        applied.append(live)
-    return applied

@@ -15,19 +15,20 @@ from typing import Any
 
 from dws_operator.api import API_VERSION, KIND, ProvisioningSpec, TrainingRequestSpec
 from dws_operator.catalog import MODE_SETTINGS
+from dws_operator.identity import MANAGED_BY
+from dws_operator.kueue_objects import PROVREQ_PARAMETER_PREFIX
 from dws_operator.planning import SlicePlan
 
 Manifest = dict[str, Any]
 
 REQUEST_LABEL = "dws-operator.dev/training-request"
 ATTEMPT_LABEL = "dws-operator.dev/attempt"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "dws-operator"}
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 #: Kueue copies `provreq.kueue.x-k8s.io/<param>` annotations of the Job into the
 #: ProvisioningRequest's parameters: GKE reads the run-time cap and, for a TPU slice,
 #: the topology it must provision whole.
-MAX_RUN_ANNOTATION = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"
-TPU_TOPOLOGY_ANNOTATION = "provreq.kueue.x-k8s.io/tpu-topology"
+MAX_RUN_ANNOTATION = f"{PROVREQ_PARAMETER_PREFIX}maxRunDurationSeconds"
+TPU_TOPOLOGY_ANNOTATION = f"{PROVREQ_PARAMETER_PREFIX}tpu-topology"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 DISRUPTION_CONDITION = "DisruptionTarget"
 ATTEMPT_ENV = "DWS_ATTEMPT"

@@ -20,6 +20,7 @@ from dws_operator.api.spec import (
     TrainingRequestSpec,
 )
 from dws_operator.api.status import (
+    TERMINAL_PHASES,
     Condition,
     NodePoolStatus,
     ObjectReference,
@@ -37,6 +38,7 @@ __all__ = [
     "PLURAL",
     "SHORT_NAMES",
     "SINGULAR",
+    "TERMINAL_PHASES",
     "VERSION",
     "AcceleratorSpec",
     "ApiModel",

@@ -21,6 +21,10 @@ class Phase(StrEnum):
     DELETING = "Deleting"
 
 
+#: The phases a request ends in: its work is over (strings compare equal to them).
+TERMINAL_PHASES: frozenset[Phase] = frozenset({Phase.SUCCEEDED, Phase.FAILED})
+
+
 class Condition(ApiModel):
     """A Kubernetes condition (metav1.Condition)."""
 

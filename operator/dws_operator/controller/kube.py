@@ -18,7 +18,6 @@ import urllib.request
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -31,15 +30,16 @@ from kubernetes.aio.client.exceptions import (
     UnprocessableEntityException,
 )
 
+from dws_operator import rfc3339
 from dws_operator.api import GROUP, KIND, PLURAL, VERSION
 from dws_operator.controller.fence import FENCE
+from dws_operator.identity import FIELD_MANAGER
 from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
 from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 
 #: Kueue's LocalQueues (plural), watched to tell a request whose queue does not exist.
 LOCAL_QUEUES = "localqueues"
 
-FIELD_MANAGER = "dws-operator"
 #: Connections kept to the API server, shared by the reconcile workers and the Event
 #: poster: a pass makes a call or two, a few milliseconds each, so ten carry hundreds
 #: of calls a second; each TLS connection holds 256 KiB of buffers (not the client's
@@ -290,7 +290,7 @@ class KubeApi:
         one that cannot be posted is logged, never allowed to fail the pass."""
         metadata = involved.get("metadata") or {}
         namespace = str(metadata.get("namespace") or "default")
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = rfc3339.seconds(rfc3339.now())
         event = {
             "apiVersion": "v1",
             "kind": "Event",

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from dws_operator import rfc3339
 from dws_operator.controller.fence import LeaseLost
 from dws_operator.controller.kube import (
     ApiException,
@@ -118,7 +119,7 @@ def default_namespace() -> str:
 
 def _micro_time(at: datetime) -> str:
     """A `MicroTime` as the API server writes it."""
-    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return rfc3339.microseconds(at)
 
 
 def _record(lease: Mapping[str, Any]) -> tuple[Any, ...]:

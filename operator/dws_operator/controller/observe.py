@@ -12,7 +12,7 @@ from typing import Any
 from google.cloud import container_v1
 from pydantic import ValidationError
 
-from dws_operator.api import Phase, TrainingRequestStatus
+from dws_operator.api import TERMINAL_PHASES, Phase, TrainingRequestStatus
 from dws_operator.catalog import GkeVersion
 from dws_operator.controller.cache import JobRecord, Key, KubeCache
 from dws_operator.controller.kube import KubeApi
@@ -21,6 +21,7 @@ from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.controller.reuse import PoolShelf
 from dws_operator.errors import InvalidSpec
 from dws_operator.gke import NodePoolClient, owned_by
+from dws_operator.gke.ceiling import ceiling
 from dws_operator.multislice import JOBSET_KIND
 from dws_operator.reconcile import JobView, Observed, PoolState, PoolView, RequestView
 from dws_operator.reconcile.decide import (
@@ -38,7 +39,7 @@ _UNREADABLE: set[str] = set()
 HOLDING = (Phase.WAITING_FOR_CAPACITY, Phase.RUNNING)
 HOLDING_TEXT = tuple(phase.value for phase in HOLDING)
 #: Phases in which no Service will be made any more: a foreign one cannot matter.
-HOLDING_DONE = (Phase.SUCCEEDED, Phase.FAILED, Phase.DELETING)
+HOLDING_DONE = TERMINAL_PHASES | {Phase.DELETING}
 
 
 def request_view(body: Mapping[str, Any]) -> RequestView:
@@ -60,20 +61,12 @@ def request_view(body: Mapping[str, Any]) -> RequestView:
 
 
 def pool_view(pool: container_v1.NodePool, uid: str) -> PoolView:
-    scaling = pool.autoscaling
-    if scaling.enabled and scaling.total_max_node_count:
-        max_nodes = scaling.total_max_node_count
-    elif scaling.enabled:
-        # A per-zone maximum holds in each of the pool's zones (GKE lists them all).
-        max_nodes = scaling.max_node_count * max(1, len(pool.locations))
-    else:
-        max_nodes = pool.initial_node_count
     accelerators = list(pool.config.accelerators)
     return PoolView(
         name=pool.name,
         state=PoolState(container_v1.NodePool.Status(pool.status).name),
         ours=owned_by(pool, uid),
-        max_nodes=max_nodes,
+        max_nodes=ceiling(pool),
         machine_type=pool.config.machine_type,
         accelerator_type=accelerators[0].accelerator_type if accelerators else None,
         message=pool.status_message,

@@ -26,9 +26,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import IntEnum
 
+from dws_operator import rfc3339
 from dws_operator.controller.cache import Key
 from dws_operator.controller.fence import FENCE, LeaseLost
 from dws_operator.controller.pools import PoolSnapshot
@@ -494,8 +494,7 @@ class OperationScheduler:
     def _learn(self, done: Operation) -> None:
         """How long GKE took, by operation type (a moving average of its own times)."""
         try:
-            start = datetime.fromisoformat(done.start_time.replace("Z", "+00:00"))
-            end = datetime.fromisoformat(done.end_time.replace("Z", "+00:00"))
+            start, end = rfc3339.parse(done.start_time), rfc3339.parse(done.end_time)
         except ValueError:
             return
         took = max((end - start).total_seconds(), 0.0)
@@ -531,8 +530,8 @@ def _began(operation: Operation, sent: float, answered: float) -> float:
     back from the answer as the wall clock says, within the call's round trip (a skewed
     clock moves it no further). The answer's way back is not counted into the wait."""
     try:
-        start = datetime.fromisoformat(operation.start_time.replace("Z", "+00:00"))
+        start = rfc3339.parse(operation.start_time)
     except ValueError:
         return answered
-    ago = datetime.now(UTC) - start
+    ago = rfc3339.now() - start
     return min(max(answered - ago.total_seconds(), sent), answered)

@@ -16,12 +16,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime
 
-from dws_operator.api import Phase
+from dws_operator import rfc3339
+from dws_operator.api import TERMINAL_PHASES
 from dws_operator.controller.cache import Key, KubeCache
 from dws_operator.controller.operations import OperationScheduler
 from dws_operator.controller.pools import PoolSnapshot
+from dws_operator.gke.ceiling import ceiling
 from dws_operator.gke.client import NodePool
 from dws_operator.gke.labels import NAMESPACE_LABEL, UID_LABEL
 from dws_operator.gke.shapes import shape_label
@@ -30,21 +31,6 @@ log = logging.getLogger(__name__)
 
 #: How long an idle pool waits for a request of its shape before it is deleted.
 IDLE_SECONDS = 300.0
-_FINISHED = (Phase.SUCCEEDED.value, Phase.FAILED.value)
-
-
-def _ceiling(pool: NodePool) -> int:
-    scaling = pool.autoscaling
-    if not scaling.enabled:
-        return int(pool.initial_node_count)
-    return int(
-        max(
-            scaling.max_node_count,
-            scaling.total_max_node_count,
-            scaling.min_node_count,
-            scaling.total_min_node_count,
-        )
-    )
 
 
 class PoolShelf:
@@ -140,7 +126,7 @@ class PoolShelf:
         stamp = summary.released_at if summary is not None else None
         if stamp is not None:
             try:
-                return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+                return rfc3339.parse(stamp).timestamp()
             except ValueError:
                 pass
         return self._orphaned_since.setdefault(name, now)
@@ -151,7 +137,7 @@ class PoolShelf:
         labels = pool.config.resource_labels
         if self.namespaces and labels.get(NAMESPACE_LABEL) not in self.namespaces:
             return False
-        if _ceiling(pool) > 0 or self.cache.node_counts.get(name, 0) > 0:
+        if ceiling(pool) > 0 or self.cache.node_counts.get(name, 0) > 0:
             return False
         owner = self.scheduler.owner(name)
         if owner is not None and (key is None or owner != key):
@@ -173,7 +159,7 @@ class PoolShelf:
             return True
         if summary.deleting:
             return False  # its deletion is still cleaning up
-        return summary.phase in _FINISHED
+        return summary.phase in TERMINAL_PHASES
 
     def _index(self) -> None:
         """Pools by shape, rebuilt when the snapshot changed."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import dws_operator.gke as gke_lazy
-from dws_operator.api import PLURAL, TrainingRequestStatus
+from dws_operator.api import PLURAL, TERMINAL_PHASES, TrainingRequestStatus
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.cache import Key, KubeCache, key_of
 from dws_operator.controller.config import OperatorConfig
@@ -30,7 +30,7 @@ from dws_operator.gke import connect as connect_gke
 from dws_operator.gke.client import RetryPolicy
 from dws_operator.multislice import JOBSET_NAME_LABEL, JOBSET_PLURAL
 from dws_operator.reconcile import ReconcileConfig, RequestView
-from dws_operator.reconcile.decide import TERMINAL, pool_names_for
+from dws_operator.reconcile.decide import pool_names_for
 from dws_operator.workload import REQUEST_LABEL
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ class Controller:
         if decision is None or decision.released:
             self.queue.forget(key)
             return
-        settled = decision.status.phase in TERMINAL and not decision.actions
+        settled = decision.status.phase in TERMINAL_PHASES and not decision.actions
         if decision.requeue_after is not None:
             self.queue.add_after(key, min(decision.requeue_after, RESYNC_SECONDS))
         elif not settled:

@@ -12,8 +12,7 @@ from kubernetes import client as k8s
 
 from dws_operator.crd import custom_resource_definition
 from dws_operator.devcluster.binaries import third_party_crds
-
-FIELD_MANAGER = "dws-operator"
+from dws_operator.identity import FIELD_MANAGER
 
 
 def load_crd_files(paths: Iterable[Path]) -> list[dict[str, Any]]:

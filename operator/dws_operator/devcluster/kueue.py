@@ -38,15 +38,24 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes import client as k8s
 
 from dws_operator.devcluster.binaries import find_binaries
 from dws_operator.devcluster.manager import ManagerError, ManagerProcess
+from dws_operator.identity import FIELD_MANAGER
+from dws_operator.kueue_objects import (
+    KUEUE_API_VERSION,
+    KUEUE_GROUP,
+    KUEUE_GROUP_VERSION,
+    PLURALS,
+    Manifest,
+)
 
 #: Where Kueue v0.19 reads the metrics endpoint's certificate when it does not make its own.
 METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
@@ -206,3 +215,41 @@ class KueueManager(ManagerProcess):
             f"certificate at {METRICS_CERT_DIR}; if unprivileged user namespaces or overlayfs "
             f"in them are disabled here, put tls.crt and tls.key into {METRICS_CERT_DIR} instead)"
         )
+
+
+def apply_kueue_objects(
+    api: k8s.ApiClient, objects: Iterable[Manifest], field_manager: str = FIELD_MANAGER
+) -> list[Manifest]:
+    """Server-side apply each Kueue manifest (in the given order); returns the live objects."""
+    custom = k8s.CustomObjectsApi(api)
+    applied: list[Manifest] = []
+    for manifest in objects:
+        kind = manifest["kind"]
+        plural = PLURALS.get(kind)
+        if plural is None or manifest.get("apiVersion") != KUEUE_GROUP_VERSION:
+            raise ValueError(f"not a Kueue {KUEUE_GROUP_VERSION} object: {kind}")
+        metadata = manifest["metadata"]
+        common: Manifest = {
+            "field_manager": field_manager,
+            "force": True,
+            "_content_type": "application/apply-patch+yaml",
+        }
+        name = metadata["name"]
+        namespace = metadata.get("namespace")
+        # The client maps only a 200 answer to the object; an apply that creates answers
+        # 201 and comes back empty, so the object is read back then.
+        live: object
+        if namespace:
+            args = (KUEUE_GROUP, KUEUE_API_VERSION, namespace, plural, name)
+            live = custom.patch_namespaced_custom_object(*args, manifest, **common)
+            if not isinstance(live, dict):
+                live = custom.get_namespaced_custom_object(*args)
+        else:
+            cluster_args = (KUEUE_GROUP, KUEUE_API_VERSION, plural, name)
+            live = custom.patch_cluster_custom_object(*cluster_args, manifest, **common)
+            if not isinstance(live, dict):
+                live = custom.get_cluster_custom_object(*cluster_args)
+        if not isinstance(live, dict):
+            raise TypeError(f"unexpected answer reading {kind} {name}: {live!r}")
+        applied.append(live)
+    return applied

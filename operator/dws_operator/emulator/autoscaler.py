@@ -47,7 +47,7 @@ from kubernetes import config as k8s_config
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.emulator.config import DEFAULT_CLUSTER
 from dws_operator.emulator.fleet import Fleet
-from dws_operator.emulator.nodes import ZONE_LABEL_KEY, max_nodes, pool_shape
+from dws_operator.emulator.nodes import ZONE_LABEL_KEY, pool_shape
 from dws_operator.emulator.observed import (
     Obj,
     PoolStatus,
@@ -63,6 +63,7 @@ from dws_operator.emulator.observed import (
 from dws_operator.emulator.queued import QueuedCapacity
 from dws_operator.emulator.scenario import Preemption, SimClock, SimScenario
 from dws_operator.emulator.server import ClusterManagerEmulator
+from dws_operator.gke.ceiling import max_nodes
 
 log = logging.getLogger(__name__)
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from google.cloud import container_v1
 
+from dws_operator import rfc3339
 from dws_operator.catalog import (
     GPU_ACCELERATOR_LABEL_KEY,
     GPU_DRIVER_LABEL_KEY,
@@ -267,25 +268,6 @@ def pool_shape(pool: container_v1.NodePool) -> PoolShape:
     )
 
 
-def max_nodes(pool: container_v1.NodePool) -> int:
-    """The most nodes the autoscaler may give `pool`, across its zones (0: not autoscaled)."""
-    autoscaling = pool.autoscaling
-    if not autoscaling.enabled:
-        return 0
-    if autoscaling.total_max_node_count:
-        return int(autoscaling.total_max_node_count)
-    return int(autoscaling.max_node_count) * max(1, len(pool.locations))
-
-
-def zone_limit(pool: container_v1.NodePool) -> int | None:
-    """The most nodes one zone of `pool` may hold: its per-zone maximum; None when its
-    limits are the pool's total (or it is not autoscaled: only resizes set its size)."""
-    autoscaling = pool.autoscaling
-    if not autoscaling.enabled or autoscaling.total_max_node_count:
-        return None
-    return int(autoscaling.max_node_count)
-
-
 def node_name(cluster: str, pool: str, index: int) -> str:
     """`gke-<cluster>-<pool>-<n>` (GKE adds an instance-group hash; the emulator counts)."""
     return f"gke-{cluster}-{pool}-{index}"
@@ -318,10 +300,6 @@ def node_resources(shape: PoolShape) -> tuple[dict[str, str], dict[str, str]]:
     return capacity, allocatable
 
 
-def rfc3339(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def render_node(
     shape: PoolShape,
     *,
@@ -342,7 +320,7 @@ def render_node(
     labels[REGION_LABEL_KEY] = zone.rsplit("-", 1)[0]
     notes = {KWOK_ANNOTATION: "fake", **(annotations or {})}
     if shape.flex_start and terminates_at is not None:
-        notes[TERMINATION_ANNOTATION] = rfc3339(terminates_at)
+        notes[TERMINATION_ANNOTATION] = rfc3339.seconds(terminates_at)
     capacity, allocatable = node_resources(shape)
     spec: dict[str, Any] = {"providerID": f"gce://{project}/{zone}/{name}"}
     if shape.taints:

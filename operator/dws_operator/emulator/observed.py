@@ -15,8 +15,9 @@ from typing import Any
 from google.cloud import container_v1
 
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
-from dws_operator.emulator import provreq
-from dws_operator.emulator.nodes import ZONE_LABEL_KEY, PoolShape, accepts, zone_limit
+from dws_operator.emulator.nodes import ZONE_LABEL_KEY, PoolShape, accepts
+from dws_operator.gke.ceiling import zone_limit
+from dws_operator.kueue_objects import CONSUME_PROVREQ_ANNOTATION
 
 PoolStatus = container_v1.NodePool.Status
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -154,7 +155,7 @@ def pending_by_pool(pools: dict[str, PoolView], pods: list[Obj]) -> dict[str, li
         if not unschedulable(pod):
             continue
         annotations = pod["metadata"].get("annotations") or {}
-        if provreq.CONSUME_ANNOTATION in annotations:
+        if CONSUME_PROVREQ_ANNOTATION in annotations:
             continue
         selector = pod["spec"].get("nodeSelector") or {}
         named = selector.get(NODE_POOL_LABEL_KEY)
@@ -185,7 +186,7 @@ def consumed(key: tuple[str, str], pods: list[Obj]) -> bool:
     namespace, name = key
     return any(
         p["metadata"].get("namespace") == namespace
-        and (p["metadata"].get("annotations") or {}).get(provreq.CONSUME_ANNOTATION) == name
+        and (p["metadata"].get("annotations") or {}).get(CONSUME_PROVREQ_ANNOTATION) == name
         and phase_of(p) not in TERMINAL_PHASES
         for p in pods
     )

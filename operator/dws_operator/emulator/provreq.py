@@ -14,14 +14,13 @@ is answered Provisioned=False (`NotProvisioned`) and gets no nodes.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
+
+from dws_operator import rfc3339
 
 GROUP = "autoscaling.x-k8s.io"
 VERSION = "v1"
 PLURAL = "provisioningrequests"
-QUEUED_CLASS = "queued-provisioning.gke.io"
-CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
 MAX_RUN_PARAMETER = "maxRunDurationSeconds"
 #: The slice shape a TPU request asks for (Kueue copies it from its ProvisioningRequestConfig).
 TPU_TOPOLOGY_PARAMETER = "tpu-topology"
@@ -36,7 +35,8 @@ NOT_PROVISIONED = "NotProvisioned"
 
 
 def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Now, as Kubernetes writes a condition's time (whole seconds)."""
+    return rfc3339.seconds(rfc3339.now())
 
 
 def condition(body: dict[str, Any], type_: str) -> dict[str, Any] | None:

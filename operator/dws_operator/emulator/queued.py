@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from dws_operator.emulator import provreq, whole_slices
 from dws_operator.emulator.fleet import Fleet
-from dws_operator.emulator.nodes import max_nodes
 from dws_operator.emulator.observed import (
     Obj,
     PoolView,
@@ -28,6 +27,8 @@ from dws_operator.emulator.observed import (
     zones_with_room,
 )
 from dws_operator.emulator.scenario import SimScenario
+from dws_operator.gke.ceiling import max_nodes
+from dws_operator.kueue_objects import QUEUED_PROVISIONING_CLASS
 
 #: A ProvisioningRequest's namespace and name.
 Key = tuple[str, str]
@@ -67,7 +68,7 @@ class QueuedCapacity:
         """One pass; `busy` (running pods by node) loses the pods of nodes it revokes."""
         seen: set[Key] = set()
         for body in self.fleet.provisioning_requests():
-            if (body.get("spec") or {}).get("provisioningClassName") != provreq.QUEUED_CLASS:
+            if (body.get("spec") or {}).get("provisioningClassName") != QUEUED_PROVISIONING_CLASS:
                 continue
             meta = body["metadata"]
             key = (meta["namespace"], meta["name"])

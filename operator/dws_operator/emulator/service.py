@@ -43,6 +43,7 @@ from dws_operator.emulator.state import (
     PoolRecord,
 )
 from dws_operator.emulator.status import already_exists, invalid
+from dws_operator.gke.ceiling import autoscaler_max
 
 Message = TypeVar("Message", bound=proto.Message)
 OpType = container_v1.Operation.Type
@@ -88,15 +89,6 @@ def _pool_path(request: Any) -> tuple[str, str]:
             "name", f"{name!r} is not of the form projects/*/locations/*/clusters/*/nodePools/*"
         )
     return match.group(1), match.group(2)
-
-
-def _nodes(autoscaling: container_v1.NodePoolAutoscaling, zones: int) -> int:
-    """The most nodes an autoscaled pool may reach, across its zones."""
-    if not autoscaling.enabled:
-        return 0
-    if autoscaling.total_max_node_count:
-        return autoscaling.total_max_node_count
-    return autoscaling.max_node_count * zones
 
 
 def _raised_to_minimum(
@@ -269,7 +261,7 @@ class ClusterManagerService:
         zones = len(pool.locations)
         record = PoolRecord(cluster=cluster, pool=pool, usage=accelerator_per_node(pool))
         initial = pool.initial_node_count * zones
-        self.state.reserve(record, max(initial, _nodes(pool.autoscaling, zones)))
+        self.state.reserve(record, max(initial, autoscaler_max(pool.autoscaling, zones)))
         pool.self_link = f"{API_ROOT}/{record.path}"
         pool.version = cluster.config.version
         pool.status = PROVISIONING
@@ -340,7 +332,7 @@ class ClusterManagerService:
             raise invalid("autoscaling.min_node_count", "flex-start node pools need 0")
         zones = len(pool.locations)
         reserved = record.reserved_nodes
-        self.state.reserve(record, max(record.node_count, _nodes(autoscaling, zones)))
+        self.state.reserve(record, max(record.node_count, autoscaler_max(autoscaling, zones)))
 
         def applied() -> None:
             pool.autoscaling = autoscaling
@@ -369,7 +361,7 @@ class ClusterManagerService:
         # Like gcloud's --num-nodes, node_count is per zone.
         total = request.node_count * zones
         reserved = record.reserved_nodes
-        self.state.reserve(record, max(total, _nodes(pool.autoscaling, zones)))
+        self.state.reserve(record, max(total, autoscaler_max(pool.autoscaling, zones)))
 
         def applied() -> None:
             record.node_count = total

@@ -21,6 +21,7 @@ from google.cloud import container_v1
 # googleapis-common-protos ships no type information.
 from google.rpc import status_pb2  # type: ignore[import-untyped]
 
+from dws_operator import rfc3339
 from dws_operator.emulator.config import ClusterConfig, EmulatorConfig
 from dws_operator.emulator.status import (
     ApiError,
@@ -51,11 +52,8 @@ PENDING_SHARE = 0.2
 
 
 def now_rfc3339() -> str:
-    return rfc3339(datetime.now(UTC))
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """Now, as GKE writes its operation times (milliseconds)."""
+    return rfc3339.milliseconds(rfc3339.now())
 
 
 @dataclass
@@ -249,7 +247,7 @@ class ClusterManagerState:
             status=PENDING,
             self_link=f"{API_ROOT}/{cluster.parent}/operations/{op_id}",
             target_link=target,
-            start_time=rfc3339(wall),
+            start_time=rfc3339.milliseconds(wall),
         )
         record = OperationRecord(
             operation=operation,
@@ -262,7 +260,7 @@ class ClusterManagerState:
             on_success=on_success,
             on_failure=on_failure,
             error=error,
-            ends=rfc3339(wall + timedelta(seconds=latency)),
+            ends=rfc3339.milliseconds(wall + timedelta(seconds=latency)),
         )
         self.operations.append(record)
         cluster.in_flight += 1

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from dws_operator.api import (
+    TERMINAL_PHASES,
     CleanupPolicy,
     NodePoolStatus,
     ObjectReference,
@@ -55,7 +56,6 @@ from dws_operator.workload import (
     uses_provisioning_request,
 )
 
-TERMINAL = (Phase.SUCCEEDED, Phase.FAILED)
 #: After a pool was scaled to zero, its Nodes are given this long to go before it is
 #: resized again (GKE deletes the VMs, then the Node objects disappear).
 DRAIN_SECONDS = 120.0
@@ -227,7 +227,7 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
         SliceStatus(index=i, node_pool=name, nodes=observed.nodes_by_pool.get(name, 0))
         for i, name in enumerate(plan.pool_names)
     ]
-    if run.status.phase in TERMINAL:
+    if run.status.phase in TERMINAL_PHASES:
         return _clean_up(run, spec)
     if plan.multi_slice and not config.jobset:
         return run.fail(

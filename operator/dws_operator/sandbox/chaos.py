@@ -29,14 +29,15 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from dws_operator.api import API_VERSION, GROUP, KIND, PLURAL, VERSION
+from dws_operator.api import API_VERSION, GROUP, KIND, PLURAL, TERMINAL_PHASES, VERSION
+from dws_operator.catalog import NODE_POOL_LABEL_KEY
+from dws_operator.controller.leader import LEASE_NAME
 from dws_operator.emulator import DEFAULT_CLUSTER, MethodFaults
 from dws_operator.emulator.config import MethodName
 from dws_operator.emulator.stages import SIM_DURATION_ANNOTATION
 from dws_operator.gke.labels import NAME_LABEL
 from dws_operator.sandbox.testbed import GkeLimits, Testbed
 
-POOL_LABEL = "cloud.google.com/gke-nodepool"
 IMAGE = "us-docker.pkg.dev/example/chaos/train:1"
 #: The accelerator given too small a quota, and that quota (chips).
 SHORT_ACCELERATOR, SHORT_QUOTA = "nvidia-h100-80gb", 8
@@ -51,8 +52,6 @@ BURST_METHODS: tuple[MethodName, ...] = (
     "GetOperation",
 )
 ZERO = "ScaleToZero"
-#: Every terminal phase a request may end in.
-TERMINAL = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)
@@ -254,7 +253,7 @@ class ChaosRun:
     @staticmethod
     def _holder(api: k8s.ApiClient, namespace: str) -> str:
         try:
-            lease = k8s.CoordinationV1Api(api).read_namespaced_lease("dws-operator", namespace)
+            lease = k8s.CoordinationV1Api(api).read_namespaced_lease(LEASE_NAME, namespace)
         except (k8s.ApiException, OSError):
             return ""
         return str(lease.spec.holder_identity or "") if lease.spec else ""
@@ -304,7 +303,7 @@ class ChaosRun:
             requests = self._requests(api, bed.namespace)
             for name, request in requests.items():
                 status = request.get("status") or {}
-                if status.get("phase") not in TERMINAL:
+                if status.get("phase") not in TERMINAL_PHASES:
                     return None
                 kind = self.kinds.get(name)
                 refused = kind is not None and kind.fails_with is not None
@@ -327,9 +326,10 @@ class ChaosRun:
 
     @staticmethod
     def _nodes_by_pool(api: k8s.ApiClient, namespace: str) -> Counter[str]:
-        nodes = k8s.CoreV1Api(api).list_node(label_selector=POOL_LABEL).items
+        nodes = k8s.CoreV1Api(api).list_node(label_selector=NODE_POOL_LABEL_KEY).items
         return Counter(
-            str(((n.metadata.labels if n.metadata else None) or {}).get(POOL_LABEL)) for n in nodes
+            str(((n.metadata.labels if n.metadata else None) or {}).get(NODE_POOL_LABEL_KEY))
+            for n in nodes
         )
 
     # The verdict -----------------------------------------------------------------

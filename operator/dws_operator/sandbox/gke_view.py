@@ -15,12 +15,12 @@ wave began (the CreateNodePool, or the update that readied a reused pool).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from google.cloud import container_v1
 
+from dws_operator import rfc3339 as rfc3339_time
 from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
-from dws_operator.emulator.nodes import max_nodes
+from dws_operator.gke.ceiling import max_nodes
 from dws_operator.sandbox.load import RequestRecord
 
 POOL_RUNNING = container_v1.NodePool.Status.RUNNING
@@ -30,7 +30,7 @@ def wall_seconds(rfc3339: str) -> float | None:
     """`2026-11-02T10:00:00.123Z` as `time.time()` seconds; None for an empty field."""
     if not rfc3339:
         return None
-    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+    return rfc3339_time.parse(rfc3339).timestamp()
 
 
 @dataclass(frozen=True)

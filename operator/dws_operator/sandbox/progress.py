@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-TERMINAL = ("Succeeded", "Failed")
+from dws_operator.api import TERMINAL_PHASES
+
 BAR_WIDTH = 24
 
 
@@ -38,7 +39,7 @@ class ProgressLog:
             lines.append(f"{stamp} {now.phase:<19} {now.message}".rstrip())
             if now.phase == "WaitingForCapacity":
                 self._waiting_since = now.at
-            if now.phase in TERMINAL:
+            if now.phase in TERMINAL_PHASES:
                 self.finished_at = now.at
         if last is not None and now.restarts != last.restarts:
             lines.append(f"{stamp} restart {now.restarts}: a node was lost, new attempt")

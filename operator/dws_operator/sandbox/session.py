@@ -20,13 +20,13 @@ from typing import Any, TextIO
 import yaml
 from kubernetes import client as k8s
 
-from dws_operator.api import GROUP, PLURAL, VERSION
-from dws_operator.catalog import GPU_ACCELERATORS, TPU_GENERATIONS
+from dws_operator.api import GROUP, PLURAL, TERMINAL_PHASES, VERSION
+from dws_operator.catalog import GPU_ACCELERATORS, NODE_POOL_LABEL_KEY, TPU_GENERATIONS
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
 from dws_operator.devcluster import DevCluster, DevClusterOptions, MissingBinaries, find_binaries
 from dws_operator.devcluster.crds import install_third_party_crds, install_training_request_crd
 from dws_operator.devcluster.jobset import JobSetManager
-from dws_operator.devcluster.kueue import KueueManager
+from dws_operator.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_operator.durations import parse_duration
 from dws_operator.emulator import DEFAULT_CLUSTER, EmulatorConfig, EmulatorThread
 from dws_operator.emulator.autoscaler import Autoscaler
@@ -35,17 +35,15 @@ from dws_operator.emulator.stages import kwok_config
 from dws_operator.kueue_objects import (
     ProvisioningCheck,
     QueueSetup,
-    apply_kueue_objects,
     gpu_flavor,
     kueue_objects,
     tpu_flavor,
 )
-from dws_operator.sandbox.progress import TERMINAL, ProgressLog, Snapshot
+from dws_operator.sandbox.progress import ProgressLog, Snapshot
 
 NAMESPACE = "default"
 QUEUE = "dws-queue"
 QUEUED_QUEUE = "dws-queued"
-POOL_LABEL = "cloud.google.com/gke-nodepool"
 #: GKE's minutes as seconds: capacity after 5 simulated minutes arrives after 5 s.
 DEFAULT_SCENARIO = SimScenario(clock_factor=60.0, capacity=[CapacityRule(after_seconds=300.0)])
 
@@ -198,7 +196,7 @@ class Sandbox:
             ]
             nodes = 0
             if pools:
-                selector = f"{POOL_LABEL} in ({','.join(pools)})"
+                selector = f"{NODE_POOL_LABEL_KEY} in ({','.join(pools)})"
                 nodes = len(k8s.CoreV1Api(api).list_node(label_selector=selector).items)
             phase = status.get("phase")
             snapshot = Snapshot(
@@ -221,7 +219,7 @@ class Sandbox:
             else:
                 for line in lines:
                     self.say(line)
-            if phase in TERMINAL and status.get("scaledDownAt") and nodes == 0:
+            if phase in TERMINAL_PHASES and status.get("scaledDownAt") and nodes == 0:
                 break
             if (
                 phase == "Failed"

@@ -26,7 +26,7 @@ from kubernetes import client as k8s
 
 from dws_operator.devcluster import DevCluster, DevClusterOptions
 from dws_operator.devcluster.crds import install_third_party_crds, install_training_request_crd
-from dws_operator.devcluster.kueue import KueueManager
+from dws_operator.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_operator.devcluster.processes import ChildProcess, free_port
 from dws_operator.emulator import (
     DEFAULT_CLUSTER,
@@ -39,7 +39,7 @@ from dws_operator.emulator.autoscaler import Autoscaler
 from dws_operator.emulator.config import MethodName
 from dws_operator.emulator.scenario import CapacityRule, SimScenario
 from dws_operator.emulator.stages import kwok_config
-from dws_operator.kueue_objects import apply_kueue_objects, kueue_objects
+from dws_operator.kueue_objects import kueue_objects
 from dws_operator.sandbox.process_usage import Usage, read_usage
 from dws_operator.sandbox.session import QUEUE, QUEUED_QUEUE, sandbox_queues
 

@@ -9,13 +9,12 @@ from typing import Any
 from kubernetes import client as k8s
 
 from dws_operator.controller import KueueMode
-from dws_operator.devcluster.kueue import KueueManager
+from dws_operator.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_operator.emulator.scenario import SimScenario
 from dws_operator.kueue_objects import (
     KUEUE_API_VERSION,
     KUEUE_GROUP,
     QueueSetup,
-    apply_kueue_objects,
     gpu_flavor,
     kueue_objects,
 )

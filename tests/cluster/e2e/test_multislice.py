@@ -9,10 +9,10 @@ from typing import Any
 from kubernetes import client as k8s
 
 from dws_operator.controller import KueueMode
-from dws_operator.devcluster.kueue import KueueManager
+from dws_operator.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_operator.emulator import DEFAULT_CLUSTER
 from dws_operator.emulator.scenario import Preemption, SimScenario
-from dws_operator.kueue_objects import QueueSetup, apply_kueue_objects, kueue_objects, tpu_flavor
+from dws_operator.kueue_objects import QueueSetup, kueue_objects, tpu_flavor
 from dws_operator.naming import default_node_pool_name, slice_pool_names
 from tests.builders import tpu
 from tests.cluster.e2e.conftest import Stack

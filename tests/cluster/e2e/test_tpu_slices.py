@@ -8,12 +8,11 @@ from typing import Any
 from kubernetes import client as k8s
 
 from dws_operator.controller import KueueMode
-from dws_operator.devcluster.kueue import KueueManager
+from dws_operator.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_operator.emulator.scenario import SimScenario
 from dws_operator.kueue_objects import (
     ProvisioningCheck,
     QueueSetup,
-    apply_kueue_objects,
     kueue_objects,
     tpu_flavor,
 )

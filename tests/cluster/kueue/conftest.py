@@ -13,13 +13,12 @@ from kubernetes.client.exceptions import ApiException
 
 from dws_operator.devcluster import DevCluster
 from dws_operator.devcluster.jobset import JobSetManager
-from dws_operator.devcluster.kueue import KueueManager
+from dws_operator.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_operator.kueue_objects import (
     KUEUE_API_VERSION,
     KUEUE_GROUP,
     PLURALS,
     QueueSetup,
-    apply_kueue_objects,
     kueue_objects,
 )
 

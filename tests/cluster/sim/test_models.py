@@ -11,12 +11,12 @@ from dws_operator.emulator.nodes import (
     allocatable_cpu_millis,
     allocatable_memory_mib,
     machine_size,
-    max_nodes,
     node_resources,
     pool_shape,
 )
 from dws_operator.emulator.scenario import CapacityRule, SimScenario
 from dws_operator.emulator.stages import kwok_config
+from dws_operator.gke.ceiling import max_nodes
 from tests.builders import gpu, tpu
 from tests.gke.harness import queued_tpu, rendered
 
