@@ -10,14 +10,16 @@ cluster (the workshop's `devcluster.kueue.apply_kueue_objects` applies them).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dws_operator.catalog import (
     GPU_ACCELERATOR_LABEL_KEY,
+    GPU_ACCELERATORS,
     GPU_RESOURCE,
     TPU_ACCELERATOR_LABEL_KEY,
+    TPU_GENERATIONS,
     TPU_RESOURCE,
 )
 from dws_operator.identity import MANAGED_BY
@@ -104,8 +106,8 @@ class RetryStrategy:
 class ProvisioningCheck:
     """The DWS admission check: Kueue creates a ProvisioningRequest per admitted workload."""
 
-    name: str = "dws-prov"
-    config_name: str = "dws-config"
+    name: str = "dws-queued-provisioning"
+    config_name: str = "dws-queued-provisioning"
     provisioning_class: str = QUEUED_PROVISIONING_CLASS
     #: GPUs and TPU slices alike: GKE serves both through queued provisioning.
     managed_resources: tuple[str, ...] = (GPU_RESOURCE, TPU_RESOURCE)
@@ -222,3 +224,72 @@ def kueue_objects(setup: QueueSetup) -> list[Manifest]:
 def provreq_parameter_annotations(parameters: Mapping[str, str]) -> dict[str, str]:
     """Job annotations that Kueue copies into the ProvisioningRequest's `spec.parameters`."""
     return {f"{PROVREQ_PARAMETER_PREFIX}{key}": value for key, value in parameters.items()}
+
+
+# -- the DWS queues ------------------------------------------------------------------------
+# One source for the Kueue objects the chart installs (`kueue.createObjects`; its template
+# is generated from `dws_objects` by hack/gen_manifests.py) and the sandbox, load runs and
+# e2e tests apply.
+
+#: The ClusterQueue for flex-start and spot work; `<it>-queued` adds the check.
+CLUSTER_QUEUE = "dws"
+LOCAL_QUEUE = "dws-queue"
+#: For queued provisioning: its ClusterQueue has the ProvisioningRequest admission check.
+QUEUED_LOCAL_QUEUE = "dws-queued"
+
+
+def dws_flavors() -> tuple[Flavor, ...]:
+    """A flavor per TPU generation and GPU type the operator knows: Kueue then tells
+    accelerators apart by their node labels, and each gets quota only for its own."""
+    tpus = tuple(tpu_flavor(g.accelerator_label) for g in TPU_GENERATIONS.values())
+    gpus = tuple(gpu_flavor(t.value) for t in GPU_ACCELERATORS)
+    return tpus + gpus
+
+
+def dws_queues(
+    namespace: str,
+    cluster_queue: str = CLUSTER_QUEUE,
+    local_queue: str = LOCAL_QUEUE,
+    queued_local_queue: str = QUEUED_LOCAL_QUEUE,
+    quotas: Mapping[str, str] = DEFAULT_QUOTAS,
+) -> list[QueueSetup]:
+    """The two queues in `namespace`: one for flex-start and spot (no check), one for
+    queued provisioning (Kueue creates a ProvisioningRequest for each admitted workload,
+    TPU slices and GPUs alike)."""
+    flavors = dws_flavors()
+    return [
+        QueueSetup(cluster_queue, local_queue, namespace, flavors, quotas=quotas),
+        QueueSetup(
+            f"{cluster_queue}-queued",
+            queued_local_queue,
+            namespace,
+            flavors,
+            check=ProvisioningCheck(),
+            quotas=quotas,
+        ),
+    ]
+
+
+def dws_objects(
+    namespaces: Sequence[str],
+    cluster_queue: str = CLUSTER_QUEUE,
+    local_queue: str = LOCAL_QUEUE,
+    queued_local_queue: str = QUEUED_LOCAL_QUEUE,
+    quotas: Mapping[str, str] = DEFAULT_QUOTAS,
+) -> list[Manifest]:
+    """Every object of the DWS queues once, with LocalQueues in each of `namespaces`
+    (none: the cluster-wide objects only), referenced objects first."""
+    setups = [
+        setup
+        for namespace in namespaces or [""]
+        for setup in dws_queues(namespace, cluster_queue, local_queue, queued_local_queue, quotas)
+    ]
+    objects: dict[tuple[str, str, str], Manifest] = {}
+    for setup in setups:
+        for manifest in kueue_objects(setup):
+            metadata = manifest["metadata"]
+            if manifest["kind"] == "LocalQueue" and not namespaces:
+                continue
+            key = (manifest["kind"], metadata.get("namespace", ""), metadata["name"])
+            objects.setdefault(key, manifest)
+    return sorted(objects.values(), key=lambda m: list(PLURALS).index(m["kind"]))

@@ -8,6 +8,7 @@ import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -17,6 +18,8 @@ from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
 from dws_operator.crd import render_crd_yaml
 from dws_operator.devcluster import DevCluster, find_binaries
 from dws_operator.emulator import EmulatorConfig, EmulatorThread
+from dws_operator.identity import MANAGED_BY
+from dws_operator.kueue_objects import KUEUE_GROUP_VERSION, dws_flavors, dws_objects
 from tests.builders import tpu
 from tests.cluster.conftest import Kubectl
 from tests.cluster.operator.harness import Scenario
@@ -138,9 +141,45 @@ def test_chart_queues_cover_ephemeral_storage(helm: Helm) -> None:
     for queue in queues:
         [group] = queue["spec"]["resourceGroups"]
         assert "ephemeral-storage" in group["coveredResources"]
-        [flavor] = group["flavors"]
-        # Kueue wants the flavor's resources in the order of coveredResources.
-        assert [r["name"] for r in flavor["resources"]] == group["coveredResources"]
+        assert len(group["flavors"]) == len(dws_flavors())
+        for flavor in group["flavors"]:
+            # Kueue wants the flavor's resources in the order of coveredResources.
+            assert [r["name"] for r in flavor["resources"]] == group["coveredResources"]
+
+
+def _identity(manifest: dict[str, Any]) -> tuple[str, str, str]:
+    metadata = manifest["metadata"]
+    return manifest["kind"], metadata.get("namespace", ""), metadata["name"]
+
+
+def test_chart_installs_exactly_the_kueue_objects_the_sandbox_and_tests_apply(helm: Helm) -> None:
+    """templates/kueue.yaml is generated from `dws_objects`: with the chart's default
+    values, Helm renders the very objects the sandbox, the load runs and the e2e suite
+    apply (labels aside: Helm's own there)."""
+    namespaces = ["team-a", "team-b"]
+    rendered = helm(
+        "template",
+        "t",
+        str(CHART),
+        *GKE_VALUES,
+        "--set",
+        "kueue.createObjects=true",
+        "--set",
+        f"kueue.localQueueNamespaces={{{','.join(namespaces)}}}",
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    charted = {
+        _identity(d): d
+        for d in yaml.safe_load_all(rendered.stdout)
+        if d and d["apiVersion"] == KUEUE_GROUP_VERSION
+    }
+    source = {_identity(d): d for d in dws_objects(namespaces)}
+    assert charted.keys() == source.keys()
+    for key, manifest in source.items():
+        chart = charted[key]
+        assert chart["metadata"].pop("labels")["app.kubernetes.io/name"] == "dws-operator"
+        assert manifest["metadata"].pop("labels") == MANAGED_BY
+        assert chart == manifest, key
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ import yaml
 from kubernetes import client as k8s
 
 from dws_operator.api import GROUP, PLURAL, TERMINAL_PHASES, VERSION
-from dws_operator.catalog import GPU_ACCELERATORS, NODE_POOL_LABEL_KEY, TPU_GENERATIONS
+from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
 from dws_operator.devcluster import DevCluster, DevClusterOptions, MissingBinaries, find_binaries
 from dws_operator.devcluster.crds import install_third_party_crds, install_training_request_crd
@@ -32,38 +32,14 @@ from dws_operator.emulator import DEFAULT_CLUSTER, EmulatorConfig, EmulatorThrea
 from dws_operator.emulator.autoscaler import Autoscaler
 from dws_operator.emulator.scenario import CapacityRule, SimScenario, load_scenario
 from dws_operator.emulator.stages import kwok_config
-from dws_operator.kueue_objects import (
-    ProvisioningCheck,
-    QueueSetup,
-    gpu_flavor,
-    kueue_objects,
-    tpu_flavor,
-)
+from dws_operator.kueue_objects import LOCAL_QUEUE as QUEUE
+from dws_operator.kueue_objects import QUEUED_LOCAL_QUEUE as QUEUED_QUEUE
+from dws_operator.kueue_objects import dws_objects
 from dws_operator.sandbox.progress import ProgressLog, Snapshot
 
 NAMESPACE = "default"
-QUEUE = "dws-queue"
-QUEUED_QUEUE = "dws-queued"
 #: GKE's minutes as seconds: capacity after 5 simulated minutes arrives after 5 s.
 DEFAULT_SCENARIO = SimScenario(clock_factor=60.0, capacity=[CapacityRule(after_seconds=300.0)])
-
-
-def sandbox_queues(namespace: str) -> list[QueueSetup]:
-    tpus = tuple(tpu_flavor(g.accelerator_label) for g in TPU_GENERATIONS.values())
-    gpus = tuple(gpu_flavor(t.value) for t in GPU_ACCELERATORS)
-    return [
-        QueueSetup(
-            cluster_queue="dws", local_queue=QUEUE, namespace=namespace, flavors=tpus + gpus
-        ),
-        QueueSetup(
-            cluster_queue="dws-queued",
-            local_queue=QUEUED_QUEUE,
-            namespace=namespace,
-            # Queued provisioning serves TPU slices and GPUs alike.
-            flavors=tpus + gpus,
-            check=ProvisioningCheck(),
-        ),
-    ]
 
 
 @dataclass(frozen=True)
@@ -168,8 +144,7 @@ class Sandbox:
         install_third_party_crds(api)
         stack.enter_context(JobSetManager(kubeconfig))
         stack.enter_context(KueueManager(kubeconfig))
-        for setup in sandbox_queues(NAMESPACE):
-            apply_kueue_objects(api, kueue_objects(setup))
+        apply_kueue_objects(api, dws_objects([NAMESPACE]))
         self.say(
             f"dws-operator dev: Kueue admits the Jobs and JobSets (LocalQueues {QUEUE}, "
             f"{QUEUED_QUEUE})"

@@ -39,9 +39,8 @@ from dws_operator.emulator.autoscaler import Autoscaler
 from dws_operator.emulator.config import MethodName
 from dws_operator.emulator.scenario import CapacityRule, SimScenario
 from dws_operator.emulator.stages import kwok_config
-from dws_operator.kueue_objects import kueue_objects
+from dws_operator.kueue_objects import LOCAL_QUEUE, QUEUED_LOCAL_QUEUE, dws_objects
 from dws_operator.sandbox.process_usage import Usage, read_usage
-from dws_operator.sandbox.session import QUEUE, QUEUED_QUEUE, sandbox_queues
 
 #: The node pool mutations GKE counts against a cluster's concurrent-operations quota.
 CREATE_METHODS: tuple[MethodName, ...] = ("CreateNodePool",)
@@ -227,8 +226,7 @@ class Testbed:
         # Kueue sets up the ProvisioningRequest check only for APIs served at its start.
         install_third_party_crds(api)
         stack.enter_context(KueueManager(self._cluster.kubeconfig))
-        for setup in sandbox_queues(self.namespace):
-            apply_kueue_objects(api, kueue_objects(setup))
+        apply_kueue_objects(api, dws_objects([self.namespace]))
         self._emulator = stack.enter_context(EmulatorThread(emulator_config(self.limits)))
         stack.enter_context(Autoscaler(self._emulator, self._cluster.kubeconfig, self.scenario))
         for index in range(self.replicas):
@@ -261,8 +259,8 @@ class Testbed:
             "DWS_GKE_ENDPOINT": emulator.endpoint,
             "DWS_COMPUTE_ENDPOINT": emulator.compute_endpoint,
             "DWS_KUEUE": "required",
-            "DWS_DEFAULT_QUEUE": QUEUE,
-            "DWS_QUEUED_QUEUE": QUEUED_QUEUE,
+            "DWS_DEFAULT_QUEUE": LOCAL_QUEUE,
+            "DWS_QUEUED_QUEUE": QUEUED_LOCAL_QUEUE,
             "DWS_NAMESPACES": self.namespace,
             **election,
             **self.operator_env,

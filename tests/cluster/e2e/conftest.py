@@ -90,6 +90,7 @@ def stack(
             scenario: SimScenario,
             kueue: KueueMode = KueueMode.DISABLED,
             queue: str | None = None,
+            queued_queue: str | None = None,
             operator: bool = True,
         ) -> Scenario:
             """`operator=False`: the test starts (and stops) operators itself, with the
@@ -106,6 +107,7 @@ def stack(
                 compute_endpoint=emulator.compute_endpoint,
                 kueue=kueue,
                 default_queue=queue,
+                queued_queue=queued_queue,
                 # Only this test's namespace: earlier tests' leftovers are not its business.
                 namespaces=(e2e_namespace,),
             )

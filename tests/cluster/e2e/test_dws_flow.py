@@ -14,10 +14,8 @@ from dws_operator.emulator.scenario import CapacityRule, Preemption, SimScenario
 from dws_operator.kueue_objects import (
     KUEUE_API_VERSION,
     KUEUE_GROUP,
-    ProvisioningCheck,
-    QueueSetup,
-    gpu_flavor,
-    kueue_objects,
+    QUEUED_LOCAL_QUEUE,
+    dws_objects,
 )
 from tests.builders import gpu, tpu
 from tests.cluster.e2e.conftest import Stack
@@ -90,16 +88,10 @@ def test_flex_start_capacity_after_five_simulated_minutes(stack: Stack) -> None:
 def test_gpu_queued_provisioning_through_kueue(
     stack: Stack, e2e_kueue: KueueManager, e2e_namespace: str
 ) -> None:
-    h100 = gpu_flavor("nvidia-h100-80gb")
-    setup = QueueSetup(
-        cluster_queue=f"dws-{e2e_namespace}",
-        local_queue="dws-queue",
-        namespace=e2e_namespace,
-        flavors=(h100,),
-        check=ProvisioningCheck(name=f"prov-{e2e_namespace}", config_name=f"cfg-{e2e_namespace}"),
+    scenario = stack(
+        SimScenario(clock_factor=CLOCK), kueue=KueueMode.REQUIRED, queued_queue=QUEUED_LOCAL_QUEUE
     )
-    scenario = stack(SimScenario(clock_factor=CLOCK), kueue=KueueMode.REQUIRED, queue="dws-queue")
-    apply_kueue_objects(scenario.api, kueue_objects(setup))
+    apply_kueue_objects(scenario.api, dws_objects([e2e_namespace], f"dws-{e2e_namespace}"))
     scenario.create(
         gpu("nvidia-h100-80gb", nodes=2), mode="QueuedProvisioning", template=sim("10s")
     )

@@ -11,13 +11,7 @@ from kubernetes import client as k8s
 from dws_operator.controller import KueueMode
 from dws_operator.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_operator.emulator.scenario import SimScenario
-from dws_operator.kueue_objects import (
-    KUEUE_API_VERSION,
-    KUEUE_GROUP,
-    QueueSetup,
-    gpu_flavor,
-    kueue_objects,
-)
+from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP, LOCAL_QUEUE, dws_objects
 from tests.builders import gpu
 from tests.cluster.e2e.conftest import Stack
 from tests.cluster.e2e.test_dws_flow import CLOCK, nodes, sim
@@ -29,14 +23,8 @@ SCRATCH = "20Gi"
 def test_a_template_requesting_ephemeral_storage_runs_through_kueue(
     stack: Stack, e2e_kueue: KueueManager, e2e_namespace: str
 ) -> None:
-    setup = QueueSetup(
-        cluster_queue=f"dws-{e2e_namespace}",
-        local_queue="dws-queue",
-        namespace=e2e_namespace,
-        flavors=(gpu_flavor("nvidia-l4"),),
-    )
-    scenario = stack(SimScenario(clock_factor=CLOCK), kueue=KueueMode.REQUIRED, queue="dws-queue")
-    apply_kueue_objects(scenario.api, kueue_objects(setup))
+    scenario = stack(SimScenario(clock_factor=CLOCK), kueue=KueueMode.REQUIRED, queue=LOCAL_QUEUE)
+    apply_kueue_objects(scenario.api, dws_objects([e2e_namespace], f"dws-{e2e_namespace}"))
     template = sim("5s")
     [container] = template["spec"]["containers"]
     container["resources"] = {

@@ -12,7 +12,7 @@ from dws_operator.controller import KueueMode
 from dws_operator.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_operator.emulator import DEFAULT_CLUSTER
 from dws_operator.emulator.scenario import Preemption, SimScenario
-from dws_operator.kueue_objects import QueueSetup, kueue_objects, tpu_flavor
+from dws_operator.kueue_objects import LOCAL_QUEUE, dws_objects
 from dws_operator.naming import default_node_pool_name, slice_pool_names
 from tests.builders import tpu
 from tests.cluster.e2e.conftest import Stack
@@ -64,14 +64,8 @@ def pool_max(scenario: Scenario, name: str) -> int:
 def test_two_slices_run_as_one_jobset_through_kueue(
     stack: Stack, e2e_kueue: KueueManager, e2e_namespace: str
 ) -> None:
-    setup = QueueSetup(
-        cluster_queue=f"dws-{e2e_namespace}",
-        local_queue="dws-queue",
-        namespace=e2e_namespace,
-        flavors=(tpu_flavor("tpu-v5p-slice"),),
-    )
-    scenario = stack(SimScenario(clock_factor=CLOCK), kueue=KueueMode.REQUIRED, queue="dws-queue")
-    apply_kueue_objects(scenario.api, kueue_objects(setup))
+    scenario = stack(SimScenario(clock_factor=CLOCK), kueue=KueueMode.REQUIRED, queue=LOCAL_QUEUE)
+    apply_kueue_objects(scenario.api, dws_objects([e2e_namespace], f"dws-{e2e_namespace}"))
     scenario.create(TWO_SLICES, template=sim("10s"))
     first, second = pools_of(scenario)
     [jobset] = eventually(lambda: jobsets(scenario), timeout=60, what="the JobSet")

@@ -10,12 +10,7 @@ from kubernetes import client as k8s
 from dws_operator.controller import KueueMode
 from dws_operator.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_operator.emulator.scenario import SimScenario
-from dws_operator.kueue_objects import (
-    ProvisioningCheck,
-    QueueSetup,
-    kueue_objects,
-    tpu_flavor,
-)
+from dws_operator.kueue_objects import QUEUED_LOCAL_QUEUE, dws_objects
 from tests.builders import tpu
 from tests.cluster.e2e.conftest import Stack
 from tests.cluster.e2e.test_dws_flow import CLOCK, nodes, sim
@@ -43,15 +38,10 @@ def provisioned(scenario: Scenario) -> dict[str, Any] | None:
 def test_v6e_slice_through_queued_provisioning(
     stack: Stack, e2e_kueue: KueueManager, e2e_namespace: str
 ) -> None:
-    setup = QueueSetup(
-        cluster_queue=f"dws-{e2e_namespace}",
-        local_queue="dws-queue",
-        namespace=e2e_namespace,
-        flavors=(tpu_flavor("tpu-v6e-slice"),),
-        check=ProvisioningCheck(name=f"prov-{e2e_namespace}", config_name=f"cfg-{e2e_namespace}"),
+    scenario = stack(
+        SimScenario(clock_factor=CLOCK), kueue=KueueMode.REQUIRED, queued_queue=QUEUED_LOCAL_QUEUE
     )
-    scenario = stack(SimScenario(clock_factor=CLOCK), kueue=KueueMode.REQUIRED, queue="dws-queue")
-    apply_kueue_objects(scenario.api, kueue_objects(setup))
+    apply_kueue_objects(scenario.api, dws_objects([e2e_namespace], f"dws-{e2e_namespace}"))
     scenario.create(
         tpu("v6e", "4x4"),
         mode="QueuedProvisioning",
