@@ -202,26 +202,27 @@ class KubeApi:
 
     # -- Workloads and Services -----------------------------------------------------
 
-    async def create(self, plural: str, manifest: Mapping[str, Any]) -> None:
-        """Create (a Job, JobSet or Service); one that exists already is left for the
-        next observation to judge; one the server refuses as invalid raises
-        `WorkloadRejected`; the rest is retried by the caller."""
+    async def create(self, plural: str, manifest: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Create (a Job, JobSet or Service): the object as the server made it; None for
+        one that exists already (left for the next observation to judge). One the server
+        refuses as invalid raises `WorkloadRejected`; the rest is retried by the caller."""
         group, version = _KINDS[plural]
         namespace = str(manifest["metadata"]["namespace"])
         try:
-            await self.call(
+            created = await self.call(
                 "POST",
                 _path(group, version, plural, namespace),
                 query={"fieldManager": FIELD_MANAGER},
                 body=manifest,
             )
         except ConflictException:
-            return
+            return None
         except ApiException as error:
             if error.status in (400, 422):
                 kind = str(manifest.get("kind") or plural)
                 raise WorkloadRejected(kind, manifest["metadata"]["name"], error) from error
             raise
+        return created if isinstance(created, dict) else None
 
     async def delete(self, plural: str, namespace: str, name: str) -> bool:
         """Delete if there (False: it was not); what the object owns goes through

@@ -125,6 +125,10 @@ class Reconciler:
                     # no watch reported (made while a watch was down, or between the
                     # start-up listing and the watch's). Forgotten; looked at again.
                     decision.requeue_after = 0.0
+                elif isinstance(action, CreateJob | CreateService):
+                    # Its status was written before it existed: looked at again at once
+                    # (the cache has it already; its watch event changes nothing).
+                    decision.requeue_after = 0.0
         except WorkloadRejected as rejected:
             decision = failed(observed, rejected.reason, rejected.message)
             body = await self._write_status(body, observed.request, decision.status)
@@ -344,11 +348,17 @@ class Reconciler:
                         name, "Delete", key, Priority.RELEASE, "", (lambda: gke.delete(name),)
                     )
                 )
+            # Written through to the cache (as status writes are): a pass before the watch
+            # brings the object sees it made, and creates it no second time.
             case CreateService(manifest=manifest):
-                await self.kube.create("services", manifest)
+                if (service := await self.kube.create("services", manifest)) is not None:
+                    self.cache.put_service(service)
             case CreateJob(manifest=manifest):
-                plural = JOBSET_PLURAL if manifest["kind"] == JOBSET_KIND else "jobs"
-                await self.kube.create(plural, manifest)
+                if manifest["kind"] == JOBSET_KIND:
+                    if (made := await self.kube.create(JOBSET_PLURAL, manifest)) is not None:
+                        self.cache.put_jobset(made)
+                elif (made := await self.kube.create("jobs", manifest)) is not None:
+                    self.cache.put_job(made)
             case DeleteJob(name=name, kind=kind):
                 if kind == JOBSET_KIND:
                     if not await self.kube.delete(JOBSET_PLURAL, request.namespace, name):
