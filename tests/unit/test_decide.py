@@ -309,15 +309,6 @@ def test_requested_at_is_kept_on_later_passes() -> None:
     assert later.status.requested_at == T0
 
 
-def test_previous_pool_operation_is_kept() -> None:
-    status = status_at(Phase.PROVISIONING, job=None)
-    assert status.node_pool is not None
-    status.node_pool.operation = "operation-123"
-    d = run(observed(MULTI, status, pool=pool_for(MULTI, PoolState.PROVISIONING)))
-    assert d.status.node_pool is not None
-    assert d.status.node_pool.operation == "operation-123"
-
-
 # -- the pool comes up ----------------------------------------------------------------------
 
 
@@ -412,7 +403,7 @@ def test_job_not_ready_keeps_waiting(body: dict[str, Any], ready: int) -> None:
             body,
             status,
             pool=pool_for(body),
-            job=job_view(ready=ready, active=ready),
+            job=job_view(ready=ready),
             service=True,
             now=T0 + timedelta(hours=1),
         )
@@ -434,7 +425,7 @@ def test_all_nodes_ready_is_running(body: dict[str, Any]) -> None:
     plan = plan_of(body)
     now = T0 + timedelta(minutes=30)
     status = status_at(Phase.WAITING_FOR_CAPACITY, body)
-    job = job_view(ready=plan.nodes, active=plan.nodes)
+    job = job_view(ready=plan.nodes)
     d = run(observed(body, status, pool=pool_for(body), job=job, service=True, now=now))
     assert d.actions == []
     assert d.status.phase == Phase.RUNNING
@@ -464,7 +455,7 @@ def test_running_keeps_its_start_time_even_when_pods_drop() -> None:
 
 def test_suspended_job_waits_like_any_other() -> None:
     status = status_at(Phase.WAITING_FOR_CAPACITY)
-    job = job_view(suspended=True)
+    job = job_view()  # created suspended: Kueue has not admitted it
     d = run(observed(MULTI, status, pool=pool_for(MULTI), job=job, service=True), KUEUE)
     assert d.status.phase == Phase.WAITING_FOR_CAPACITY
     assert d.actions == []
@@ -477,7 +468,7 @@ def test_success_scales_to_zero_then_records_it_once() -> None:
     started = T0 + timedelta(minutes=10)
     t1, t2, t3 = (T0 + timedelta(hours=h) for h in (2, 3, 4))
     status = status_at(Phase.RUNNING, started=started)
-    done = job_view(complete=True, succeeded=4)
+    done = job_view(complete=True)
 
     first = run(observed(MULTI, status, pool=pool_for(MULTI), job=done, service=True, now=t1))
     assert first.actions == [ScaleNodePoolToZero(POOL)]
@@ -1659,7 +1650,7 @@ def test_a_running_create_is_creating_and_a_retrying_one_says_why() -> None:
 def test_scaled_down_only_when_the_billed_nodes_are_gone_too() -> None:
     """GKE's ceiling at zero is not enough: Nodes still registered are still billed."""
     status = status_at(Phase.RUNNING, started=T0)
-    done = job_view(complete=True, succeeded=4)
+    done = job_view(complete=True)
     zero = pool_for(MULTI, max_nodes=0)
     obs = dataclasses.replace(observed(MULTI, status, pool=zero, job=done), nodes_by_pool={POOL: 2})
     d = run(obs)
@@ -1672,7 +1663,7 @@ def test_scaled_down_only_when_the_billed_nodes_are_gone_too() -> None:
 
 def test_a_scale_down_in_flight_is_not_asked_for_again() -> None:
     status = status_at(Phase.RUNNING, started=T0)
-    done = job_view(complete=True, succeeded=4)
+    done = job_view(complete=True)
     scaling = OperationView(kind="ScaleDown", running=True)
     obs = dataclasses.replace(
         observed(MULTI, status, pool=pool_for(MULTI), job=done), operations={POOL: scaling}
@@ -1750,7 +1741,7 @@ def test_nodes_still_going_after_a_scale_down_are_given_their_time() -> None:
     and ScaledDown waits for them; past the drain window a pool still showing Nodes is
     resized again (level-triggered)."""
     status = status_at(Phase.RUNNING, started=T0)
-    done = job_view(complete=True, succeeded=4)
+    done = job_view(complete=True)
     zero = pool_for(MULTI, max_nodes=0)
     lagging = dataclasses.replace(
         observed(MULTI, status, pool=zero, job=done),

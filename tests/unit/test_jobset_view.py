@@ -41,7 +41,7 @@ def child(name: str, ready: int = 0, failed: tuple[str, str] | None = None) -> J
 
 def test_running_counts_ready_pods_over_every_slice() -> None:
     view = jobset_view(jobset(), [child("mega-s0-0", 2), child("mega-s1-0", 1)], UID)
-    assert (view.ready, view.active, view.complete, view.failed) == (3, 3, False, False)
+    assert (view.ready, view.complete, view.failed) == (3, False, False)
     assert view.ours
 
 

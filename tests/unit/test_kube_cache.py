@@ -51,13 +51,13 @@ def job(name: str, version: str, request: str, **status: Any) -> dict[str, Any]:
 
 def test_jobs_are_found_by_request_and_kept_small() -> None:
     cache = KubeCache()
-    assert cache.put_job(job("train-0", "1", "train", active=2))
+    assert cache.put_job(job("train-0", "1", "train", ready=2))
     assert cache.put_job(job("train-r1", "2", "train"))
     assert cache.put_job(job("other", "3", "other"))
     assert [j.name for j in cache.jobs_of("ns", "train")] == ["train-0", "train-r1"]
     record = cache.job("ns", "train-0")
     assert record is not None
-    assert (record.active, record.owners, record.request) == (2, ("r1",), "train")
+    assert (record.ready, record.owners, record.request) == (2, ("r1",), "train")
     assert not cache.put_job(job("train-0", "1", "train"))
     cache.remove_job(("ns", "train-0"))
     assert [j.name for j in cache.jobs_of("ns", "train")] == ["train-r1"]

@@ -249,11 +249,11 @@ def test_all_pools_ready_creates_the_jobset_and_no_service() -> None:
 
 def test_running_needs_every_slice_ready() -> None:
     pools = (pool(POOLS[0]), pool(POOLS[1]))
-    half = JobView(name=NAME, ours=True, ready=2, active=4)
+    half = JobView(name=NAME, ours=True, ready=2)
     waiting = decide(observed(status(Phase.WAITING_FOR_CAPACITY), pools=pools, job=half), CONFIG)
     assert waiting.status.phase == Phase.WAITING_FOR_CAPACITY
     assert waiting.status.message == "Waiting for capacity: 2/4 nodes ready"
-    full = JobView(name=NAME, ours=True, ready=4, active=4)
+    full = JobView(name=NAME, ours=True, ready=4)
     nodes = dict.fromkeys(POOLS, 2)
     running = decide(
         observed(status(Phase.WAITING_FOR_CAPACITY), pools=pools, job=full, nodes=nodes), CONFIG
@@ -327,7 +327,7 @@ def test_stale_attempts_are_deleted_as_jobsets() -> None:
 
 def test_deletion_removes_the_jobset_and_every_pool() -> None:
     pools = (pool(POOLS[0]), pool(POOLS[1]))
-    job = JobView(name=NAME, ours=True, active=4)
+    job = JobView(name=NAME, ours=True)
     decision = decide(observed(status(Phase.RUNNING), pools=pools, job=job, deleting=True), CONFIG)
     assert DeleteJob(NAME, JOBSET_KIND) in decision.actions
     assert [a.name for a in decision.actions if isinstance(a, DeleteNodePool)] == list(POOLS)
@@ -342,7 +342,7 @@ def test_deletion_removes_the_jobset_and_every_pool() -> None:
 
 def test_capacity_timeout_deletes_every_slice_pool() -> None:
     pools = (pool(POOLS[0]), pool(POOLS[1]))
-    waiting = JobView(name=NAME, ours=True, ready=2, active=4)
+    waiting = JobView(name=NAME, ours=True, ready=2)
     late = status(Phase.WAITING_FOR_CAPACITY, requested_at=T0 - timedelta(hours=25))
     decision = decide(observed(late, pools=pools, job=waiting), CONFIG)
     assert decision.status.phase == Phase.FAILED

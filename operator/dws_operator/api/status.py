@@ -65,7 +65,6 @@ class NodePoolStatus(ApiModel):
         description="True when the operator created the pool and so scales or deletes it."
     )
     location: str | None = Field(None, description="Cluster location of the pool.")
-    operation: str | None = Field(None, description="Last GKE operation on the pool.")
     reused: bool | None = Field(
         None,
         description="The pool was another request's, idle at zero nodes, and was taken "

@@ -56,11 +56,8 @@ class JobRecord:
     request: str | None
     jobset: str | None
     owners: tuple[str, ...]
-    suspended: bool
     conditions: tuple[Mapping[str, Any], ...]
-    active: int
     ready: int
-    succeeded: int
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> JobRecord:
@@ -72,14 +69,11 @@ class JobRecord:
             request=labels.get(REQUEST_LABEL),
             jobset=labels.get(JOBSET_NAME_LABEL),
             owners=tuple(str(o.get("uid")) for o in metadata.get("ownerReferences") or []),
-            suspended=bool((body.get("spec") or {}).get("suspend")),
             conditions=tuple(
                 {k: c.get(k) for k in ("type", "status", "reason", "message")}
                 for c in status.get("conditions") or []
             ),
-            active=int(status.get("active") or 0),
             ready=int(status.get("ready") or 0),
-            succeeded=int(status.get("succeeded") or 0),
         )
 
 

@@ -94,10 +94,7 @@ def job_view(job: JobRecord, uid: str) -> JobView:
         failure_reason=(failed or {}).get("reason") or "",
         failure_message=(failed or {}).get("message") or "",
         disrupted=disrupted,
-        suspended=job.suspended,
-        active=job.active,
         ready=job.ready,
-        succeeded=job.succeeded,
     )
 
 
@@ -116,10 +113,7 @@ def jobset_view(jobset: Mapping[str, Any], children: list[JobRecord], uid: str) 
         failure_reason=(failed or {}).get("reason", ""),
         failure_message=(failed or {}).get("message", ""),
         disrupted=failed is not None and any(j.disrupted for j in jobs),
-        suspended=bool((jobset.get("spec") or {}).get("suspend")),
-        active=sum(j.active for j in jobs),
         ready=sum(j.ready for j in jobs),
-        succeeded=sum(j.succeeded for j in jobs),
     )
 
 

@@ -220,7 +220,6 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
         name=plan.pool_names[0],
         managed=managed,
         location=config.location,
-        operation=before.operation if before else None,
         reused=before.reused if before and before.name == plan.pool_names[0] else None,
     )
     run.status.slices = [

@@ -60,10 +60,7 @@ class JobView:
     failed: bool = False
     failure_reason: str = ""
     failure_message: str = ""
-    suspended: bool = False
-    active: int = 0
     ready: int = 0
-    succeeded: int = 0
     #: Failed because a pod lost its node (spot preemption, node loss), not by its code.
     disrupted: bool = False
 
@@ -122,8 +119,6 @@ class Observed:
     draining: frozenset[str] = frozenset()
     #: Kueue's LocalQueues in the request's namespace; None when not known (no check).
     local_queues: frozenset[str] | None = None
-    #: Extra facts the shell learned (for messages), e.g. the last GKE error.
-    notes: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def all_pools(self) -> tuple[PoolView | None, ...]:
