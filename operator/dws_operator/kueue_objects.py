@@ -221,11 +221,6 @@ def kueue_objects(setup: QueueSetup) -> list[Manifest]:
     return objects
 
 
-def provreq_parameter_annotations(parameters: Mapping[str, str]) -> dict[str, str]:
-    """Job annotations that Kueue copies into the ProvisioningRequest's `spec.parameters`."""
-    return {f"{PROVREQ_PARAMETER_PREFIX}{key}": value for key, value in parameters.items()}
-
-
 # -- the DWS queues ------------------------------------------------------------------------
 # One source for the Kueue objects the chart installs (`kueue.createObjects`; its template
 # is generated from `dws_objects` by hack/gen_manifests.py) and the sandbox, load runs and

@@ -11,7 +11,7 @@ import pytest
 from google.cloud import container_v1
 
 from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
-from dws_operator.gke import GkeError, NodePoolClient, PollPolicy, endpoint_from_env, pool_labels
+from dws_operator.gke import GkeError, NodePoolClient, PollPolicy, pool_labels
 from dws_operator.planning import plan_slice
 from tests.builders import gpu, make_spec, tpu
 from tests.gke.harness import FAST, LABELS, UID, MakeEmulator, rendered, run
@@ -382,12 +382,6 @@ def test_call_log_counts_every_call(emulator: ClusterManagerEmulator) -> None:
     assert missing.message == f"Not found: {pool_path('dws-missing')}."
     assert missing.response is None
     assert all(c.duration >= 0 for c in emulator.calls)
-
-
-def test_endpoint_from_env() -> None:
-    assert endpoint_from_env({"DWS_GKE_ENDPOINT": "127.0.0.1:4242"}) == "127.0.0.1:4242"
-    assert endpoint_from_env({"DWS_GKE_ENDPOINT": ""}) is None
-    assert endpoint_from_env({}) is None
 
 
 def test_cluster_path_is_checked() -> None:

@@ -18,7 +18,6 @@ from dws_operator.gke import (
     PollPolicy,
     RetryPolicy,
     WorkloadPolicyClient,
-    compute_endpoint_from_env,
     connect_compute,
     region_of,
     workload_policy_name,
@@ -326,7 +325,7 @@ def ensure_at(endpoint: str) -> str:
     return run_policies(endpoint, scenario, retry=RetryPolicy(attempts=2, initial_delay=0.01))
 
 
-def test_names_regions_and_endpoints() -> None:
+def test_names_and_regions() -> None:
     assert workload_policy_name("4x4x8") == "dws-high-throughput-4x4x8"
     assert len(workload_policy_name("128x128x128")) <= 63
     with pytest.raises(ValueError, match="not a TPU topology"):
@@ -334,8 +333,3 @@ def test_names_regions_and_endpoints() -> None:
     assert region_of("us-central1-a") == "us-central1"
     assert region_of("us-central1") == "us-central1"
     assert region_of("northamerica-northeast1-b") == "northamerica-northeast1"
-    assert compute_endpoint_from_env({"DWS_COMPUTE_ENDPOINT": "http://127.0.0.1:1"}) == (
-        "http://127.0.0.1:1"
-    )
-    assert compute_endpoint_from_env({"DWS_COMPUTE_ENDPOINT": ""}) is None
-    assert compute_endpoint_from_env({}) is None

@@ -15,7 +15,6 @@ from dws_operator.gke.client import (
     PollPolicy,
     RetryPolicy,
     connect,
-    endpoint_from_env,
 )
 from dws_operator.gke.errors import GkeError, classify, classify_status
 from dws_operator.gke.labels import UID_LABEL, owned_by, pool_labels
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
         COMPUTE_ENDPOINT_ENV,
         ComputeApis,
         WorkloadPolicyClient,
-        compute_endpoint_from_env,
         connect_compute,
         region_of,
         workload_policy_name,
@@ -38,7 +36,6 @@ _POLICIES = (
     "COMPUTE_ENDPOINT_ENV",
     "ComputeApis",
     "WorkloadPolicyClient",
-    "compute_endpoint_from_env",
     "connect_compute",
     "region_of",
     "workload_policy_name",
@@ -65,10 +62,8 @@ __all__ = [
     "WorkloadPolicyClient",
     "classify",
     "classify_status",
-    "compute_endpoint_from_env",
     "connect",
     "connect_compute",
-    "endpoint_from_env",
     "owned_by",
     "pool_labels",
     "region_of",

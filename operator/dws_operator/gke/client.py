@@ -11,11 +11,10 @@ after the last attempt surfaces as a classified `GkeError` and the reconciler re
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -56,11 +55,6 @@ def connect(endpoint: str | None = None) -> container_v1.ClusterManagerAsyncClie
     return container_v1.ClusterManagerAsyncClient(
         transport=ClusterManagerGrpcAsyncIOTransport(channel=channel)
     )
-
-
-def endpoint_from_env(environ: Mapping[str, str] = os.environ) -> str | None:
-    """`DWS_GKE_ENDPOINT` (host:port of an emulator), or None for GKE."""
-    return environ.get(ENDPOINT_ENV) or None
 
 
 @dataclass(frozen=True)

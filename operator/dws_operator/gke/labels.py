@@ -12,6 +12,8 @@ import re
 
 from google.cloud import container_v1
 
+from dws_operator.identity import OPERATOR_NAME
+
 #: GCE label keys cannot contain `.` or `/`, so the API group becomes a prefix.
 LABEL_PREFIX = "dws-operator-dev_"
 NAMESPACE_LABEL = f"{LABEL_PREFIX}namespace"
@@ -19,11 +21,10 @@ NAME_LABEL = f"{LABEL_PREFIX}name"
 #: The owner's uid: `owned_by` reads it to decide whether an existing pool may be adopted.
 UID_LABEL = f"{LABEL_PREFIX}uid"
 MANAGED_BY_LABEL = f"{LABEL_PREFIX}managed-by"
-MANAGED_BY = "dws-operator"
+MANAGED_BY = OPERATOR_NAME
 
 MAX_LABEL_LENGTH = 63
 _INVALID = re.compile(r"[^a-z0-9_-]+")
-_LABEL_RE = re.compile(r"^([a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?)?$")
 
 
 def sanitize_label_value(value: str) -> str:
@@ -34,11 +35,6 @@ def sanitize_label_value(value: str) -> str:
     """
     cleaned = _INVALID.sub("-", value.lower())[:MAX_LABEL_LENGTH]
     return cleaned.strip("-_")
-
-
-def is_valid_label(text: str) -> bool:
-    """True for a string that is a valid GCE label value and Kubernetes label value."""
-    return bool(_LABEL_RE.match(text))
 
 
 def pool_labels(namespace: str, name: str, uid: str) -> dict[str, str]:

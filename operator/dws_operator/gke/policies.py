@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -83,11 +82,6 @@ def connect_compute(endpoint: str | None = None) -> ComputeApis:
         compute_v1.ResourcePoliciesClient(credentials=credentials, client_options=options),
         compute_v1.RegionOperationsClient(credentials=credentials, client_options=options),
     )
-
-
-def compute_endpoint_from_env(environ: Mapping[str, str] = os.environ) -> str | None:
-    """`DWS_COMPUTE_ENDPOINT` (an emulator's `http://host:port`), or None for Compute."""
-    return environ.get(COMPUTE_ENDPOINT_ENV) or None
 
 
 def region_of(location: str) -> str:

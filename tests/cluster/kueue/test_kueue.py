@@ -20,11 +20,11 @@ from dws_operator.kueue_objects import (
     KUEUE_GROUP,
     PROVISIONING_CHECK_CONTROLLER,
     PROVREQ_CLASS_ANNOTATION,
+    PROVREQ_PARAMETER_PREFIX,
     QUEUED_PROVISIONING_CLASS,
     ProvisioningCheck,
     QueueSetup,
     gpu_flavor,
-    provreq_parameter_annotations,
     tpu_flavor,
 )
 from dws_operator.workload import MAX_RUN_ANNOTATION, QUEUE_LABEL
@@ -245,7 +245,7 @@ def test_provisioning_request_gates_admission(
         "the ClusterQueue to become Active",
         kueue,
     )
-    annotations = provreq_parameter_annotations({"maxRunDurationSeconds": "3600"})
+    annotations = {f"{PROVREQ_PARAMETER_PREFIX}maxRunDurationSeconds": "3600"}
     assert list(annotations) == [MAX_RUN_ANNOTATION]
     name = f"job-{uuid.uuid4().hex[:6]}"
     k8s.BatchV1Api(api).create_namespaced_job(
