@@ -67,6 +67,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Looked at again straight away (the cache was mended, or the status lags an action).
+AT_ONCE = 0.0
+
 FINALIZER = "dws-operator.dev/cleanup"
 #: Phases before a request's pool is asked for: the moments it may take an idle one.
 _BEFORE_POOL = (None, Phase.PENDING, Phase.PROVISIONING)
@@ -124,11 +127,11 @@ class Reconciler:
                     # The cache held an object the API server no longer has: a deletion
                     # no watch reported (made while a watch was down, or between the
                     # start-up listing and the watch's). Forgotten; looked at again.
-                    decision.requeue_after = 0.0
+                    decision.requeue_after = AT_ONCE
                 elif isinstance(action, CreateJob | CreateService):
                     # Its status was written before it existed: looked at again at once
                     # (the cache has it already; its watch event changes nothing).
-                    decision.requeue_after = 0.0
+                    decision.requeue_after = AT_ONCE
         except WorkloadRejected as rejected:
             decision = failed(observed, rejected.reason, rejected.message)
             body = await self._write_status(body, observed.request, decision.status)

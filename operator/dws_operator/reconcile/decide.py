@@ -65,6 +65,14 @@ FOLLOW_SECONDS = 2.0
 #: matters wakes the request at once (its Job's events, its pool in GKE's snapshot, its
 #: Nodes); this is only the safety net for an event lost, so it is long.
 RUNNING_POLL_SECONDS = 300.0
+#: How soon to look again after a pass that has more to do next: the clean-up after a
+#: failure is recorded, the next attempt after a Job is deleted for a restart.
+NEXT_STEP_SECONDS = 1.0
+#: How often a request waiting for nodes of an `existing` pool that other work holds looks
+#: again (their pods leaving is not something it is woken for).
+NODES_IN_USE_SECONDS = 5.0
+#: A deadline is looked at this long after it passes, so the pass then sees it passed.
+PAST_DEADLINE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -163,7 +171,7 @@ class _Run:
     def fail(self, reason: str, message: str) -> Decision:
         self.condition(cond.COMPLETED, "False", reason, message)
         self.status.finished_at = self.status.finished_at or self.now
-        return self.phase(Phase.FAILED, f"{reason}: {message}", requeue=1.0)
+        return self.phase(Phase.FAILED, f"{reason}: {message}", requeue=NEXT_STEP_SECONDS)
 
 
 #: The plans of this many requests are kept (see `planned`): those being looked at
@@ -335,7 +343,8 @@ def _node_pool(
         if run.observed.job is None and free < plan.nodes:
             message = f"{free} of {pool.max_nodes} nodes of {name} free, {plan.nodes} needed"
             run.condition(cond.NODE_POOL_READY, "False", "NodesInUse", message)
-            return run.phase(Phase.PENDING, f"Waiting for nodes of {name}: {message}", 5.0)
+            waiting = f"Waiting for nodes of {name}: {message}"
+            return run.phase(Phase.PENDING, waiting, NODES_IN_USE_SECONDS)
         run.condition(cond.NODE_POOL_READY, "True", "Existing", f"using existing node pool {name}")
         return None
     pools = run.observed.slice_pools(plan.slices)
@@ -540,7 +549,7 @@ def _restart(run: _Run, spec: TrainingRequestSpec, plan: SlicePlan, failed_job: 
     message = f"Node lost under {kind} {failed_job}: restart {status.restarts}/{plan.max_restarts}"
     run.condition(cond.CAPACITY_PROVISIONED, "False", "Restarting", message)
     run.decision.events.append(Event("Warning", "Restarting", message))
-    return run.phase(Phase.WAITING_FOR_CAPACITY, message, 1.0)
+    return run.phase(Phase.WAITING_FOR_CAPACITY, message, NEXT_STEP_SECONDS)
 
 
 def _timed_out(run: _Run, plan: SlicePlan) -> bool:
@@ -555,7 +564,7 @@ def _until_timeout(run: _Run, plan: SlicePlan) -> float | None:
     if not plan.max_wait_seconds:
         return None
     waited = (run.now - (run.status.requested_at or run.now)).total_seconds()
-    return max(plan.max_wait_seconds - waited, 0.0) + 1.0
+    return max(plan.max_wait_seconds - waited, 0.0) + PAST_DEADLINE_SECONDS
 
 
 def _capacity_timeout(run: _Run, spec: TrainingRequestSpec, plan: SlicePlan) -> None:
