@@ -349,3 +349,35 @@ def test_a_preparation_that_calls_off_ends_the_operation_and_one_that_fails_is_r
     # Prepared while "gone" held the slot, failed, then prepared again when its turn came.
     assert (tries.count("gone"), tries.count("flaky")) == (1, 2)
     assert ("ns", "gone") in woken
+
+
+def test_only_creates_are_woken_as_the_line_moves_releases_only_when_done(
+    make_emulator: MakeEmulator,
+) -> None:
+    """A create's status says its place in line, so it is told when that changes; a
+    request whose pool waits to be scaled down has nothing to say until it is done."""
+    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=LATENCY))
+
+    def release(gke: NodePoolClient, owner: str) -> PoolOperation:
+        # The pool is gone already: nothing to do, done at once.
+        steps = (lambda: gke.resize_to_zero(f"gone-{owner}"),)
+        return PoolOperation(
+            f"gone-{owner}", "ScaleDown", ("ns", owner), Priority.RELEASE, "", steps
+        )  # type: ignore[arg-type]
+
+    async def scenario(
+        scheduler: OperationScheduler, gke: NodePoolClient, _: list[tuple[str, str]]
+    ) -> None:
+        scheduler.submit(creation(gke, "first", "2026-11-23T10:00:00Z", "first"))
+        await until(lambda: scheduler.running == 1)
+        for owner in ("rel-0", "rel-1", "rel-2"):
+            scheduler.submit(release(gke, owner))
+        for i in (1, 2):
+            scheduler.submit(creation(gke, f"c-{i}", f"2026-11-23T10:00:0{i}Z", f"c-{i}"))
+        await until(lambda: scheduler.running == 0 and scheduler.queued == 0)
+
+    woken = scheduled(emulator, scenario, slots=1)
+    for owner in ("rel-0", "rel-1", "rel-2"):
+        assert woken.count(("ns", owner)) == 1, (owner, woken)  # when done, only
+    # c-2 moved up the line (4th, then 1st) and then ran: told each time.
+    assert woken.count(("ns", "c-2")) >= 3, woken

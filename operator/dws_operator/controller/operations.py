@@ -264,7 +264,8 @@ class OperationScheduler:
                 continue
             del self._queue[index]
             self._woken_by_position(index)
-            self.wake(operation.owner)  # its status: no longer waiting for a slot
+            if operation.priority == Priority.CREATE:
+                self.wake(operation.owner)  # its status: no longer waiting for a slot
             self._active.add(pool)
             self._spawn(self._start(operation))
         self._prepare_next(now)
@@ -290,11 +291,15 @@ class OperationScheduler:
 
     def _woken_by_position(self, removed: int) -> None:
         # Everyone behind moved up one. Waking only those now at position 1, 2, 4, 8...
-        # keeps their status close to true at O(log n) passes each, not O(n).
+        # keeps their status close to true at O(log n) passes each, not O(n). Only a
+        # create or takeover says its place in the request's status: a request whose
+        # pool waits to be scaled down or deleted has nothing to write, so no pass.
         position = 1
         while position - 1 < len(self._queue):
             if position - 1 >= removed:
-                self.wake(self._ops[self._queue[position - 1][1]].owner)
+                operation = self._ops[self._queue[position - 1][1]]
+                if operation.priority == Priority.CREATE:
+                    self.wake(operation.owner)
             position *= 2
 
     def _spawn(self, coroutine: Awaitable[None]) -> None:
