@@ -1,4 +1,4 @@
-"""Load benchmark of the operator on GKE's terms (issue 17): one JSON line per scale point.
+"""Load benchmark of the operator on GKE's terms: one JSON line per scale point.
 
     venv=$(bash hack/python-env.sh); export PYTHONPATH=$PWD/operator
     $venv/bin/python hack/bench.py                                 # 100, 300, 1000 requests

@@ -1,4 +1,4 @@
-"""Chaos run (issue 11): "no orphan, no duplicate, nothing lost", one JSON line.
+"""Chaos run: "no orphan, no duplicate, nothing lost", one JSON line.
 
     venv=$(bash hack/python-env.sh); export PYTHONPATH=$PWD/operator
     $venv/bin/python hack/chaos.py                          # 50 requests, 200 kills

@@ -1,6 +1,6 @@
 """The Kueue objects that queue DWS work: ResourceFlavors, a ClusterQueue, a LocalQueue and,
 for queued provisioning, the ProvisioningRequest AdmissionCheck with its
-ProvisioningRequestConfig (facts sheet, sections 5 and 6).
+ProvisioningRequestConfig.
 
 The builders are pure and return manifests in `kueue.x-k8s.io/v1beta2`, served since Kueue
 v0.15 and stored since v0.16 (v1beta1, deprecated since v0.15, is no longer served from

@@ -93,7 +93,7 @@ class PlacementPlan(PlanModel):
 
 
 class NodePoolSettings(PlanModel):
-    """What the node pool must look like for this slice and mode (section 3 of the facts)."""
+    """What the node pool must look like for this slice and mode."""
 
     mode: ProvisioningMode
     name: str | None = None

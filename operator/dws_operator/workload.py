@@ -1,7 +1,7 @@
 """The Kubernetes objects a TrainingRequest runs as: a batch/v1 Job and, for slices of
 more than one node, a headless Service giving the pods stable hostnames. Pure.
 
-Multi-host slices (seed 004): an Indexed Job with completions = parallelism = nodes,
+Multi-host slices: an Indexed Job with completions = parallelism = nodes,
 backoffLimit 0, restartPolicy Never, one pod per node, `subdomain` = the headless
 Service. Single-host: a plain Job with restartPolicy OnFailure.
 """
@@ -33,7 +33,7 @@ COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 DISRUPTION_CONDITION = "DisruptionTarget"
 ATTEMPT_ENV = "DWS_ATTEMPT"
 CHECKPOINT_ENV = "DWS_CHECKPOINT_DIR"
-#: TPU VMs talk to each other on 8471 and expose runtime metrics on 8431 (seed 004).
+#: TPU VMs talk to each other on 8471 and expose runtime metrics on 8431.
 TPU_PORTS = {"tpu-ici": 8471, "tpu-metrics": 8431}
 
 
@@ -191,7 +191,7 @@ def pod_template(
 
 
 def indexed_job_spec(plan: SlicePlan, template: Manifest) -> Manifest:
-    """One multi-host slice: an Indexed Job with one pod per node (seed 004)."""
+    """One multi-host slice: an Indexed Job with one pod per node."""
     return {
         "template": template,
         # The run-time cap; Kubernetes restarts this clock when a suspended Job resumes.

@@ -1,4 +1,4 @@
-"""Every row of the facts sheet's TPU and GPU tables resolves as the sheet says."""
+"""Every row of the TPU and GPU tables in `tests/unit/facts.py` resolves as it says."""
 
 from __future__ import annotations
 

@@ -805,7 +805,7 @@ def test_a_job_that_is_not_ours_is_never_deleted_afterwards() -> None:
     assert later.events == []
 
 
-# -- an existing node pool (seed 003) -----------------------------------------------------
+# -- an existing node pool ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -1023,7 +1023,7 @@ def test_without_kueue_no_job_is_queued(config: ReconcileConfig) -> None:
 def test_queued_provisioning_never_creates_a_job_kueue_will_not_admit() -> None:
     # Kueue on, but no queueName and no default queue: a Job without the queue label is
     # never admitted, so no ProvisioningRequest is made and the queued pool (which scales
-    # up only through one, facts section 3) never gets nodes: the Job would wait forever.
+    # up only through one) never gets nodes: the Job would wait forever.
     status = status_at(Phase.PROVISIONING, QUEUED, job=None)
     d = run(observed(QUEUED, status, pool=pool_for(QUEUED)), KUEUE)
     for create in only(d.actions, CreateJob):

@@ -117,7 +117,7 @@ def test_spot() -> None:
     assert plan.node_selector[SPOT_LABEL] == "true"
     assert FLEX_LABEL not in plan.node_selector
     assert plan.node_pool.reservation_affinity is None
-    assert plan.max_restarts == 6  # seed 001: restarted up to 6 times
+    assert plan.max_restarts == 6  # Vertex AI restarts a preempted spot job up to 6 times
 
 
 def test_on_demand_is_a_plain_pool() -> None:

@@ -1,9 +1,9 @@
 """The Job and headless Service a TrainingRequest runs as (`dws_operator.workload`). Pure.
 
-Expected values follow the facts sheet (section 4: multi-host TPU = Indexed Job,
-completions = parallelism = nodes, backoffLimit 0, restartPolicy Never, subdomain = a
-headless Service, TPU ports 8471/8431; single-host = plain Job with OnFailure; section
-6: Kueue queue label, `suspend: true`, `provreq.kueue.x-k8s.io/maxRunDurationSeconds`).
+Expected values: multi-host TPU = Indexed Job, completions = parallelism = nodes,
+backoffLimit 0, restartPolicy Never, subdomain = a headless Service, TPU ports
+8471/8431; single-host = plain Job with OnFailure; Kueue: the queue label,
+`suspend: true`, `provreq.kueue.x-k8s.io/maxRunDurationSeconds`.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ GKE names its versions `MAJOR.MINOR.PATCH-gke.BUILD` (`1.33.0-gke.1712000`). The
 the numbers, the build last, never as text: `1.33.0-gke.1712000` < `1.33.1-gke.100`, and
 `1.32.2-gke.900` < `1.32.2-gke.1652000`.
 
-The minimums are GKE's documented ones (facts sheet, sections 1, 2 and 8): flex-start
-GPUs (concepts/dws), flex-start TPUs (same page; TPU queued provisioning runs on flex-start
-nodes too), Ironwood (concepts/tpu-ironwood, Standard clusters) and Multislice.
+The minimums are GKE's documented ones: flex-start GPUs (concepts/dws), flex-start TPUs
+(same page; TPU queued provisioning runs on flex-start nodes too), Ironwood
+(concepts/tpu-ironwood, Standard clusters) and Multislice.
 """
 
 from __future__ import annotations

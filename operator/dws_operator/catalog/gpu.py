@@ -1,4 +1,4 @@
-"""GPU accelerators and the machine types that carry them, as data (facts sheet, section 2)."""
+"""GPU accelerators and the machine types that carry them, as data."""
 
 from __future__ import annotations
 
@@ -59,7 +59,8 @@ class GpuAccelerator:
     default_machine_type: str
     #: Flex-start VMs (and so both DWS modes, flex-start and flex-start with queued
     #: provisioning) serve every accelerator-optimized machine type except A4X (GB200)
-    #: and G4 (Compute Engine's flex-start page; seed 000's shorter list is Vertex AI's).
+    #: and G4 (Compute Engine's flex-start page; Vertex AI's DWS serves a shorter list:
+    #: L4, A100, H100, H200 and B200).
     flex_start: bool
 
     def machine_type(self, name: str) -> GpuMachineType | None:

@@ -1,4 +1,4 @@
-"""How each provisioning mode shapes a node pool and its pods (facts sheet, section 3).
+"""How each provisioning mode shapes a node pool and its pods.
 
 Plain data: the GKE node pool renderer and the Job renderer read these rows; nothing
 here talks to GKE.
@@ -95,7 +95,7 @@ MODE_SETTINGS: dict[ProvisioningMode, ModeSettings] = {
             spot=True,
             location_policy="ANY",
             node_selector={SPOT_LABEL_KEY: "true"},
-            # Vertex AI restarts a preempted spot job up to 6 times (seed 001).
+            # Vertex AI restarts a preempted spot job up to 6 times.
             default_max_restarts=6,
         ),
         ModeSettings(mode=ProvisioningMode.ON_DEMAND),

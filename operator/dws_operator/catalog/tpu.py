@@ -1,8 +1,8 @@
 """TPU generations, machine types and slice topologies, as data.
 
-Source: the facts sheet, section 1. Everything else (the planner, the CEL rules in
-the CRD, the table in the README) is derived from these rows, so a new generation
-or topology is one edit here.
+Source: GKE's TPU documentation. Everything else (the planner, the CEL rules in the
+CRD, the table in the README) is derived from these rows, so a new generation or
+topology is one edit here.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from dws_operator.workload import DISRUPTION_CONDITION, job_name, needs_service,
 log = logging.getLogger(__name__)
 _UNREADABLE: set[str] = set()
 
-#: Phases in which a request holds nodes of its pool (seed 003's "used by other jobs").
+#: Phases in which a request holds nodes of its pool: other requests cannot use them.
 HOLDING = (Phase.WAITING_FOR_CAPACITY, Phase.RUNNING)
 HOLDING_TEXT = tuple(phase.value for phase in HOLDING)
 #: Phases in which no Service will be made any more: a foreign one cannot matter.

@@ -99,7 +99,7 @@ Seconds = Annotated[float, Field(ge=0.0)]
 #: `EmulatorConfig.operation_durations` (YAML: `operation_durations: gke`).
 GKE_OPERATION_SECONDS: dict[MethodName, float] = {
     # Reported: an empty node pool took 30-45 s to create before GKE's 2026 speed-ups
-    # (secondary reports, no official figure; facts sheet section 9). The middle of it.
+    # (secondary reports, no official figure). The middle of it.
     "CreateNodePool": 40.0,
     # Our estimates, no published figure found: a delete drains and removes an
     # instance group (an empty one: tens of seconds at most), a resize changes an

@@ -1,6 +1,6 @@
 """The Kubernetes Node GKE registers for a VM of a node pool: pure, no I/O.
 
-Labels, taints and resources follow the facts sheet (sections 1-3): the pool name,
+Labels, taints and resources are the ones GKE sets: the pool name,
 the accelerator (`gke-tpu-accelerator` + `gke-tpu-topology`, or `gke-accelerator`),
 the provisioning mode (flex-start, spot, queued: the label and taint
 `cloud.google.com/gke-queued`), zone and machine type, plus the labels of the pool's

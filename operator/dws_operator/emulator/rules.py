@@ -39,7 +39,7 @@ NO_LIMIT = (
     "cannot be both set to zero."
 )
 _NAME_RE = re.compile(NODE_POOL_NAME_PATTERN)
-#: TPU generations flex-start does not serve (facts sheet, section 1).
+#: TPU generations flex-start does not serve: v3 and v4.
 _NO_FLEX_START_TPU_PREFIXES = ("ct4p-", "ct3-", "ct3p-")
 #: GPU machine types flex-start does not serve (the catalog's A4X row): "A4X Max and A4X
 #: compute instances can't be provisioned by flex-start" (AI Hypercomputer's GKE guide).
@@ -170,8 +170,8 @@ def _check_flex_start(pool: container_v1.NodePool) -> None:
 
 
 def _check_queued_provisioning(pool: container_v1.NodePool) -> None:
-    """GKE's rules for a flex-start-with-queued-provisioning pool (facts sheet, sections 1
-    and 3): GPUs and the TPUs flex-start serves (v4 is refused by flex-start's own rule)."""
+    """GKE's rules for a flex-start-with-queued-provisioning pool: GPUs and the TPUs
+    flex-start serves (v4 is refused by flex-start's own rule)."""
     config, autoscaling = pool.config, pool.autoscaling
     if not config.flex_start:
         # Our wording: GKE's how-to requires --flex-start with --enable-queued-provisioning,

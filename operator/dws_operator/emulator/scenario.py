@@ -33,8 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Seconds = Annotated[float, Field(ge=0.0)]
 
-#: GKE documents higher autoscaling latency in clusters with more than 200 node pools
-#: (facts sheet, section 9).
+#: GKE documents higher autoscaling latency in clusters with more than 200 node pools.
 MANY_POOLS = 200
 #: How much later a scale-up comes in such a cluster. Our estimate: GKE publishes no
 #: figure; the cluster autoscaler scans every 10 s, and a loop over hundreds of pools

@@ -1,7 +1,7 @@
 """Queued TPU pools give a ProvisioningRequest whole slices or nothing.
 
-Cluster Toolkit's dws-flex-start-queued-provisioning TPU blueprints (facts sheet,
-section 1) size a multi-host pool to one slice (autoscaling max = nodes of the slice)
+Cluster Toolkit's dws-flex-start-queued-provisioning TPU blueprints (gke-tpu-v6e,
+gke-tpu-7x) size a multi-host pool to one slice (autoscaling max = nodes of the slice)
 and queue JobSets whose ProvisioningRequests ask for all of it, naming the slice in
 `spec.parameters["tpu-topology"]`. So, for a pool of TPUs:
 

@@ -1,7 +1,7 @@
 """The GKE NodePool for a planned slice: pure, no I/O.
 
-Every field comes from `SlicePlan.node_pool` (the facts sheet, section 3, as the
-catalog encodes it); this module only translates that plan into the API's types.
+Every field comes from `SlicePlan.node_pool` (GKE's node pool settings for each mode, as
+the catalog encodes them); this module only translates that plan into the API's types.
 Fields the plan leaves unset stay unset so GKE applies its own defaults.
 """
 

@@ -104,7 +104,8 @@ class Observed:
     service_taken: bool = False
     #: Jobs of this request from other attempts (left by a restart interrupted midway).
     stale_jobs: tuple[str, ...] = ()
-    #: Nodes of an existing pool that other running TrainingRequests hold (seed 003).
+    #: Nodes of an existing pool that other running TrainingRequests hold: a request may
+    #: use at most the pool's maximum minus these.
     nodes_used_by_others: int = 0
     #: The GKE cluster's control-plane version; None when not known (no version gate then).
     cluster_version: GkeVersion | None = None

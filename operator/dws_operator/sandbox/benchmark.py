@@ -1,4 +1,4 @@
-"""One scale point of the load benchmark (issue 17): a fresh testbed, three waves, one
+"""One scale point of the load benchmark: a fresh testbed, three waves, one
 dict of figures.
 
 1. Intake and first wave: `requests` TrainingRequests (ten shapes, round-robin) created

@@ -60,7 +60,7 @@ class GkeLimits:
 
     clock_factor: float = 10.0
     concurrent_operations: int = 5
-    #: An empty pool: 30-45 s before GKE's 2026 speed-ups (facts sheet, section 9).
+    #: An empty pool: 30-45 s before GKE's 2026 speed-ups.
     create_seconds: float = 40.0
     #: Deletes and autoscaling/size updates: "seconds to tens of seconds".
     delete_seconds: float = 20.0

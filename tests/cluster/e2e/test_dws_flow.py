@@ -1,4 +1,4 @@
-"""Issue 6's end-to-end flows: capacity that arrives late or never, Kueue and
+"""End-to-end flows: capacity that arrives late or never, Kueue and
 ProvisioningRequests, spot preemption, deletion mid-run."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Scale to zero is level-triggered (issue 11): the pool's Nodes, not the calls made, say
+"""Scale to zero is level-triggered: the pool's Nodes, not the calls made, say
 when it is at zero. Capping the autoscaler removes no node (as on GKE); the resize does.
 The simulated autoscaler here never removes idle nodes by itself (an hour's delay), so a
 pool at zero proves the operator's resize."""

@@ -1,4 +1,4 @@
-"""CI-sized guards of issue 17's figures (the full benchmark is hack/bench.py): waiting
+"""CI-sized guards of the load benchmark's figures (the full one is hack/bench.py): waiting
 costs the same number of GKE calls at 100 requests as at 50, and GKE never sees more
 operations in flight than its quota, nor a refusal for too many."""
 
