@@ -133,6 +133,11 @@ class ClusterManagerState:
         self.clusters = {c.name: ClusterRecord(c) for c in config.clusters}
         self.quotas: dict[str, int] = dict(config.quotas)
         self.operations: list[OperationRecord] = []
+        # Of `operations`: by path (GetOperation), and those not DONE yet (what `advance`
+        # moves). Both keep a call's cost flat as GKE's history grows: a load run leaves
+        # thousands of operations behind.
+        self._by_path: dict[str, OperationRecord] = {}
+        self._unfinished: list[OperationRecord] = []
         self.compute = compute
         # Compute asks before deleting a policy; a pool that names it still uses it.
         compute.users = self.policy_users
@@ -174,10 +179,10 @@ class ClusterManagerState:
         return record
 
     def operation(self, path: str) -> OperationRecord:
-        for record in self.operations:
-            if record.path == path:
-                return record
-        raise not_found(path)
+        record = self._by_path.get(path)
+        if record is None:
+            raise not_found(path)
+        return record
 
     def ensure_idle(self, pool: PoolRecord) -> None:
         busy = pool.operation
@@ -263,6 +268,8 @@ class ClusterManagerState:
             ends=rfc3339.milliseconds(wall + timedelta(seconds=latency)),
         )
         self.operations.append(record)
+        self._by_path[record.path] = record
+        self._unfinished.append(record)
         cluster.in_flight += 1
         cluster.max_in_flight = max(cluster.max_in_flight, cluster.in_flight)
         if pool is not None:
@@ -273,13 +280,19 @@ class ClusterManagerState:
     def advance(self) -> None:
         """Move every operation whose time has come, oldest first."""
         now = self.clock()
-        for record in self.operations:
+        # Whatever a finished operation starts (on_success) is appended meanwhile: newer.
+        pending, self._unfinished = self._unfinished, []
+        still: list[OperationRecord] = []
+        for record in pending:
             if record.done:
                 continue
             if now >= record.done_at:
                 self._finish(record)
-            elif now >= record.running_at:
+                continue
+            if now >= record.running_at:
                 record.operation.status = RUNNING
+            still.append(record)
+        self._unfinished = still + self._unfinished
 
     def _finish(self, record: OperationRecord) -> None:
         operation = record.operation
