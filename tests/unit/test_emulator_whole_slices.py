@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from google.cloud import container_v1
 
+from dws_operator.emulator.autoscaler_view import ScalingPool
 from dws_operator.emulator.nodes import pool_shape
-from dws_operator.emulator.observed import PoolView
 from dws_operator.emulator.whole_slices import Choice, choose, refusal
 from tests.builders import gpu
 from tests.gke.harness import queued_tpu, rendered
 
 
-def view(pool: container_v1.NodePool) -> PoolView:
+def view(pool: container_v1.NodePool) -> ScalingPool:
     pool.status = container_v1.NodePool.Status.RUNNING
-    return PoolView(pool=pool, count=0, shape=pool_shape(pool), path=f"p/{pool.name}")
+    return ScalingPool(pool=pool, count=0, shape=pool_shape(pool), path=f"p/{pool.name}")
 
 
 V6E_4X4 = view(queued_tpu("v6e", "4x4", name="v6e-4x4"))

@@ -45,13 +45,10 @@ from types import TracebackType
 from kubernetes import config as k8s_config
 
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
-from dws_operator.emulator.config import DEFAULT_CLUSTER
-from dws_operator.emulator.fleet import Fleet
-from dws_operator.emulator.nodes import ZONE_LABEL_KEY, pool_shape
-from dws_operator.emulator.observed import (
+from dws_operator.emulator.autoscaler_view import (
     Obj,
     PoolStatus,
-    PoolView,
+    ScalingPool,
     accelerator_of,
     busy_nodes,
     labels_of,
@@ -60,6 +57,9 @@ from dws_operator.emulator.observed import (
     pending_by_pool,
     place_nodes,
 )
+from dws_operator.emulator.config import DEFAULT_CLUSTER
+from dws_operator.emulator.fleet import Fleet
+from dws_operator.emulator.nodes import ZONE_LABEL_KEY, pool_shape
 from dws_operator.emulator.queued import QueuedCapacity
 from dws_operator.emulator.scenario import Preemption, SimClock, SimScenario
 from dws_operator.emulator.server import ClusterManagerEmulator
@@ -168,7 +168,7 @@ class Autoscaler:
         fleet, queued = self.fleet, self.queued
         now = self.clock.now()
         pools = {
-            str(pool.name): PoolView(
+            str(pool.name): ScalingPool(
                 pool=pool,
                 count=count,
                 shape=pool_shape(pool),
@@ -200,7 +200,7 @@ class Autoscaler:
     def _scale(
         self,
         now: float,
-        pool: PoolView,
+        pool: ScalingPool,
         pending: list[Obj],
         busy: dict[str, list[Obj]],
         booked: set[str],
@@ -249,7 +249,7 @@ class Autoscaler:
     def _scale_down_idle(
         self,
         now: float,
-        pool: PoolView,
+        pool: ScalingPool,
         nodes: list[Obj],
         busy: dict[str, list[Obj]],
         booked: set[str],
@@ -274,7 +274,7 @@ class Autoscaler:
     # Disruptions ------------------------------------------------------------
 
     def _preempt_due(
-        self, now: float, pools: dict[str, PoolView], busy: dict[str, list[Obj]]
+        self, now: float, pools: dict[str, ScalingPool], busy: dict[str, list[Obj]]
     ) -> None:
         for preemption in list(self._preemptions):
             if preemption.at_seconds > now:
@@ -303,7 +303,7 @@ class Autoscaler:
                     break
 
     def _expire_flex_start(
-        self, now: float, pools: dict[str, PoolView], busy: dict[str, list[Obj]]
+        self, now: float, pools: dict[str, ScalingPool], busy: dict[str, list[Obj]]
     ) -> None:
         for pool in pools.values():
             limit = pool.shape.max_run_duration_seconds

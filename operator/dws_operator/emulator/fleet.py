@@ -17,14 +17,14 @@ from kubernetes import client as k8s
 
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.emulator import provreq
-from dws_operator.emulator.nodes import HOSTNAME_LABEL_KEY, KWOK_ANNOTATION, node_name, render_node
-from dws_operator.emulator.observed import (
+from dws_operator.emulator.autoscaler_view import (
     Obj,
-    PoolView,
+    ScalingPool,
     disrupted_status,
     name_of,
     node_index,
 )
+from dws_operator.emulator.nodes import HOSTNAME_LABEL_KEY, KWOK_ANNOTATION, node_name, render_node
 from dws_operator.emulator.scenario import SimClock
 from dws_operator.emulator.server import ClusterManagerEmulator
 
@@ -86,7 +86,7 @@ class Fleet:
         """When (simulated seconds) this fleet created the node; None for older nodes."""
         return self._created_at.get(name)
 
-    def create_node(self, now: float, pool: PoolView, zone: str) -> Obj:
+    def create_node(self, now: float, pool: ScalingPool, zone: str) -> Obj:
         index = self._next_index.get(pool.path)
         if index is None:
             index = max((node_index(name_of(n)) for n in pool.nodes), default=0) + 1
@@ -123,7 +123,7 @@ class Fleet:
         self.call(self.core.delete_collection_node, label_selector=selector)
         log.info("deleted nodes %s", ", ".join(sorted(names)))
 
-    def remove(self, pool: PoolView, node: Obj, busy: dict[str, list[Obj]], why: str) -> None:
+    def remove(self, pool: ScalingPool, node: Obj, busy: dict[str, list[Obj]], why: str) -> None:
         """A VM goes away under its pods (preemption, end of run): the pods fail as
         disrupted, the Node goes, and the pool's count drops by one."""
         name = name_of(node)

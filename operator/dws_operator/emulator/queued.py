@@ -16,16 +16,16 @@ import zlib
 from dataclasses import dataclass
 
 from dws_operator.emulator import provreq, whole_slices
-from dws_operator.emulator.fleet import Fleet
-from dws_operator.emulator.observed import (
+from dws_operator.emulator.autoscaler_view import (
     Obj,
-    PoolView,
+    ScalingPool,
     accelerator_of,
     consumed,
     name_of,
     queued_pools_for,
     zones_with_room,
 )
+from dws_operator.emulator.fleet import Fleet
 from dws_operator.emulator.scenario import SimScenario
 from dws_operator.gke.ceiling import max_nodes
 from dws_operator.kueue_objects import QUEUED_PROVISIONING_CLASS
@@ -61,7 +61,7 @@ class QueuedCapacity:
     def reconcile(
         self,
         now: float,
-        pools: dict[str, PoolView],
+        pools: dict[str, ScalingPool],
         pods: list[Obj],
         busy: dict[str, list[Obj]],
     ) -> None:
@@ -84,7 +84,7 @@ class QueuedCapacity:
         now: float,
         key: Key,
         body: Obj,
-        pools: dict[str, PoolView],
+        pools: dict[str, ScalingPool],
         pods: list[Obj],
         busy: dict[str, list[Obj]],
     ) -> None:
@@ -128,7 +128,7 @@ class QueuedCapacity:
             )
 
     def _provision(
-        self, now: float, key: Key, body: Obj, pools: dict[str, PoolView], waited: float
+        self, now: float, key: Key, body: Obj, pools: dict[str, ScalingPool], waited: float
     ) -> None:
         timeout = self.scenario.provisioning_timeout_seconds
         if timeout is not None and waited >= timeout:

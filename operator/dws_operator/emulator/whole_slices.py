@@ -25,18 +25,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dws_operator.emulator.observed import PoolView
+from dws_operator.emulator.autoscaler_view import ScalingPool
 
 
 @dataclass(frozen=True)
 class Choice:
     """The pool a request draws from, and why it cannot be served, if it cannot."""
 
-    pool: PoolView
+    pool: ScalingPool
     refusal: str | None = None
 
 
-def refusal(pool: PoolView, count: int, topology: str | None) -> str | None:
+def refusal(pool: ScalingPool, count: int, topology: str | None) -> str | None:
     """Why `pool` cannot give `count` nodes of `topology` as whole slices; None if it can."""
     shape = pool.shape
     if shape.tpu_topology is None:
@@ -54,7 +54,7 @@ def refusal(pool: PoolView, count: int, topology: str | None) -> str | None:
     return None
 
 
-def choose(candidates: list[PoolView], count: int, topology: str | None) -> Choice | None:
+def choose(candidates: list[ScalingPool], count: int, topology: str | None) -> Choice | None:
     """The first candidate that serves the request whole; else the first candidate, with
     its refusal; None without candidates."""
     if not candidates:

@@ -139,8 +139,10 @@ def workload_kind(spec: Mapping[str, Any]) -> str:
     return JOBSET_KIND if slices_of(spec) > 1 else "Job"
 
 
-class _Run:
-    """One decision being built: the status so far and the actions to take."""
+class _Draft:
+    """A decision being drafted: the status so far and the actions to take. `phase` (or
+    `fail`, which ends in one) finishes it; only the clean-up after the work, which keeps
+    the phase, returns the draft's decision as it stands."""
 
     def __init__(self, observed: Observed) -> None:
         self.observed = observed
@@ -213,7 +215,7 @@ def planned(request: RequestView) -> Planned:
 
 
 def decide(observed: Observed, config: ReconcileConfig) -> Decision:
-    run = _Run(observed)
+    run = _Draft(observed)
     if run.request.deleting:
         return _release(run)
     result = planned(run.request)
@@ -287,7 +289,7 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
     return _workload(run, spec, plan, config)
 
 
-def _gke_too_old(run: _Run, spec: TrainingRequestSpec, plan: SlicePlan) -> Decision | None:
+def _gke_too_old(run: _Draft, spec: TrainingRequestSpec, plan: SlicePlan) -> Decision | None:
     """Failed at once when the cluster's GKE is older than a feature of the request needs:
     GKE would refuse the pool, or accept settings it ignores. Checked only before the
     first pool is created; a pool GKE already made proves the version was enough."""
@@ -306,7 +308,7 @@ def _gke_too_old(run: _Run, spec: TrainingRequestSpec, plan: SlicePlan) -> Decis
     return run.fail("GkeVersionTooOld", f"{needs}; this cluster runs GKE {cluster}")
 
 
-def _invalid(run: _Run, invalid: InvalidSpec) -> Decision:
+def _invalid(run: _Draft, invalid: InvalidSpec) -> Decision:
     message = "; ".join(str(e) for e in invalid.errors)
     run.condition(cond.VALID, "False", "InvalidSpec", message)
     if run.status.phase == Phase.FAILED:
@@ -315,7 +317,7 @@ def _invalid(run: _Run, invalid: InvalidSpec) -> Decision:
 
 
 def _node_pool(
-    run: _Run, spec: TrainingRequestSpec, plan: SlicePlan, managed: bool
+    run: _Draft, spec: TrainingRequestSpec, plan: SlicePlan, managed: bool
 ) -> Decision | None:
     """Ensure the pool; a Decision while it is not ready, None once work can run on it."""
     pool = run.observed.pool
@@ -398,7 +400,7 @@ def _node_pool(
     return None
 
 
-def _take_over(run: _Run, plan: SlicePlan, name: str) -> Decision:
+def _take_over(run: _Draft, plan: SlicePlan, name: str) -> Decision:
     """An idle pool of this request's shape becomes its own (one pool serves one request
     at a time): its labels, then its ceiling, in one of the cluster's operation slots."""
     if name not in run.observed.operations:
@@ -447,7 +449,7 @@ def _shape(plan: SlicePlan) -> str:
 
 
 def _workload(
-    run: _Run, spec: TrainingRequestSpec, plan: SlicePlan, config: ReconcileConfig
+    run: _Draft, spec: TrainingRequestSpec, plan: SlicePlan, config: ReconcileConfig
 ) -> Decision:
     request = run.request
     ref = RequestRef(request.name, request.namespace, request.uid)
@@ -527,7 +529,7 @@ def _workload(
     return run.phase(Phase.WAITING_FOR_CAPACITY, message, _until_timeout(run, plan))
 
 
-def _restart(run: _Run, spec: TrainingRequestSpec, plan: SlicePlan, failed_job: str) -> Decision:
+def _restart(run: _Draft, spec: TrainingRequestSpec, plan: SlicePlan, failed_job: str) -> Decision:
     """A node was lost under the Job: start a new attempt, up to maxRestarts.
 
     The restart count is written (with the status) before the old Job is deleted, so a
@@ -552,13 +554,13 @@ def _restart(run: _Run, spec: TrainingRequestSpec, plan: SlicePlan, failed_job: 
     return run.phase(Phase.WAITING_FOR_CAPACITY, message, NEXT_STEP_SECONDS)
 
 
-def _timed_out(run: _Run, plan: SlicePlan) -> bool:
+def _timed_out(run: _Draft, plan: SlicePlan) -> bool:
     """maxWaitDuration passed since capacity was requested (0s: never)."""
     waited = run.now - (run.status.requested_at or run.now)
     return bool(plan.max_wait_seconds) and waited > timedelta(seconds=plan.max_wait_seconds)
 
 
-def _until_timeout(run: _Run, plan: SlicePlan) -> float | None:
+def _until_timeout(run: _Draft, plan: SlicePlan) -> float | None:
     """Seconds until maxWaitDuration runs out (a moment after, so the pass then sees it
     passed); None without a limit. Everything else that can end a wait is an event."""
     if not plan.max_wait_seconds:
@@ -567,14 +569,14 @@ def _until_timeout(run: _Run, plan: SlicePlan) -> float | None:
     return max(plan.max_wait_seconds - waited, 0.0) + PAST_DEADLINE_SECONDS
 
 
-def _capacity_timeout(run: _Run, spec: TrainingRequestSpec, plan: SlicePlan) -> None:
+def _capacity_timeout(run: _Draft, spec: TrainingRequestSpec, plan: SlicePlan) -> None:
     run.fail(
         "CapacityTimeout",
         f"no capacity for {_shape(plan)} within {spec.provisioning.max_wait_duration}",
     )
 
 
-def _clean_up(run: _Run, spec: TrainingRequestSpec) -> Decision:
+def _clean_up(run: _Draft, spec: TrainingRequestSpec) -> Decision:
     """After the work ends: stop what could still start, then ScaleToZero/Delete/Keep."""
     observed, status = run.observed, run.status
     job = observed.job
@@ -628,7 +630,7 @@ def _clean_up(run: _Run, spec: TrainingRequestSpec) -> Decision:
     return run.decision
 
 
-def _cleanup_policy(run: _Run, spec: TrainingRequestSpec) -> CleanupPolicy:
+def _cleanup_policy(run: _Draft, spec: TrainingRequestSpec) -> CleanupPolicy:
     """The request's cleanup, except that pools which never got capacity are deleted
     (unless Keep): their names are this request's, so nothing else could ever use them.
     That is a request that timed out waiting, or one that failed before it ever ran (e.g.
@@ -641,14 +643,14 @@ def _cleanup_policy(run: _Run, spec: TrainingRequestSpec) -> CleanupPolicy:
     return spec.node_pool.cleanup
 
 
-def _scaled_down(run: _Run, reason: str, message: str) -> None:
+def _scaled_down(run: _Draft, reason: str, message: str) -> None:
     if run.status.scaled_down_at is None:
         run.status.scaled_down_at = run.now
         run.decision.events.append(Event("Normal", reason, message))
     run.condition(cond.SCALED_DOWN, "True", reason, message)
 
 
-def _release(run: _Run) -> Decision:
+def _release(run: _Draft) -> Decision:
     """Deletion: remove the Job, the Service and a pool the operator created, then let go."""
     observed, request = run.observed, run.request
     kind = workload_kind(run.request.spec)
@@ -670,7 +672,7 @@ def _release(run: _Run) -> Decision:
     return run.phase(Phase.DELETING, "Deleting the Job, Service and node pool", None)
 
 
-def _settle_operations(run: _Run) -> bool:
+def _settle_operations(run: _Draft) -> bool:
     """Operations queued for the request's pools must not outlive its work: a create or
     takeover not started in GKE is called off; one already started is waited for (its
     pool then shows, and is cleaned up like any other). Whether any is still on."""
@@ -682,4 +684,4 @@ def _settle_operations(run: _Run) -> bool:
 
 def failed(observed: Observed, reason: str, message: str) -> Decision:
     """The decision for a request whose action failed for good (a terminal GKE error)."""
-    return _Run(observed).fail(reason, message)
+    return _Draft(observed).fail(reason, message)

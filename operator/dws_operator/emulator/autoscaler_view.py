@@ -20,7 +20,7 @@ from dws_operator.gke.ceiling import zone_limit
 from dws_operator.kueue_objects import CONSUME_PROVREQ_ANNOTATION
 
 PoolStatus = container_v1.NodePool.Status
-TERMINAL_PHASES = ("Succeeded", "Failed")
+POD_DONE_PHASES = ("Succeeded", "Failed")
 #: The reason the kubelet's graceful node shutdown gives its pods' DisruptionTarget.
 DISRUPTION_REASON = "TerminationByKubelet"
 
@@ -29,7 +29,7 @@ Obj = dict[str, Any]
 
 
 @dataclass
-class PoolView:
+class ScalingPool:
     """One emulated node pool, its node count and the Nodes that exist for it now."""
 
     pool: container_v1.NodePool
@@ -70,7 +70,7 @@ def accelerator_of(shape: PoolShape) -> str | None:
     return shape.accelerator[1] if shape.accelerator else None
 
 
-def zones_with_room(pool: PoolView, nodes: int, held: Counter[str] | None = None) -> list[str]:
+def zones_with_room(pool: ScalingPool, nodes: int, held: Counter[str] | None = None) -> list[str]:
     """The pool's zones that can take `nodes` more nodes under a per-zone maximum (all of
     them when the pool's limits are its total). `held` counts nodes per zone; default:
     the pool's nodes as they are."""
@@ -84,7 +84,7 @@ def zones_with_room(pool: PoolView, nodes: int, held: Counter[str] | None = None
 
 
 def place_nodes(
-    pool: PoolView, count: int, capacity_zone: Callable[[list[str]], str | None]
+    pool: ScalingPool, count: int, capacity_zone: Callable[[list[str]], str | None]
 ) -> list[str]:
     """Zones for up to `count` new nodes, one entry per node: each multi-host slice whole
     in one zone, no zone beyond its per-zone maximum, each in the first zone with room
@@ -106,7 +106,7 @@ def busy_nodes(pods: list[Obj]) -> dict[str, list[Obj]]:
     busy: dict[str, list[Obj]] = {}
     for pod in pods:
         node = pod["spec"].get("nodeName")
-        if node and phase_of(pod) not in TERMINAL_PHASES:
+        if node and phase_of(pod) not in POD_DONE_PHASES:
             busy.setdefault(node, []).append(pod)
     return busy
 
@@ -143,7 +143,7 @@ def fits(shape: PoolShape, spec: Obj) -> bool:
     )
 
 
-def pending_by_pool(pools: dict[str, PoolView], pods: list[Obj]) -> dict[str, list[Obj]]:
+def pending_by_pool(pools: dict[str, ScalingPool], pods: list[Obj]) -> dict[str, list[Obj]]:
     """Unschedulable pods by the (running, non-queued) pool that would take them: the one
     their `cloud.google.com/gke-nodepool` selector names, or else the first by name they fit.
     Pods that consume a ProvisioningRequest wait for that, not for the autoscaler."""
@@ -169,7 +169,7 @@ def pending_by_pool(pools: dict[str, PoolView], pods: list[Obj]) -> dict[str, li
     return found
 
 
-def queued_pools_for(pools: dict[str, PoolView], spec: Obj) -> list[PoolView]:
+def queued_pools_for(pools: dict[str, ScalingPool], spec: Obj) -> list[ScalingPool]:
     """The running queued-provisioning pools a ProvisioningRequest's pod template lands on,
     by name: the one its `cloud.google.com/gke-nodepool` selector names, or all it fits."""
     queued = sorted(
@@ -187,7 +187,7 @@ def consumed(key: tuple[str, str], pods: list[Obj]) -> bool:
     return any(
         p["metadata"].get("namespace") == namespace
         and (p["metadata"].get("annotations") or {}).get(CONSUME_PROVREQ_ANNOTATION) == name
-        and phase_of(p) not in TERMINAL_PHASES
+        and phase_of(p) not in POD_DONE_PHASES
         for p in pods
     )
 

@@ -7,10 +7,9 @@ from typing import Any
 
 from google.cloud import container_v1
 
-from dws_operator.emulator.nodes import pool_shape
-from dws_operator.emulator.observed import (
+from dws_operator.emulator.autoscaler_view import (
     DISRUPTION_REASON,
-    PoolView,
+    ScalingPool,
     busy_nodes,
     consumed,
     disrupted_status,
@@ -21,16 +20,17 @@ from dws_operator.emulator.observed import (
     unschedulable,
     zones_with_room,
 )
+from dws_operator.emulator.nodes import pool_shape
 from tests.builders import gpu, tpu
 from tests.gke.harness import queued_tpu, rendered
 
 CONSUME = "autoscaling.x-k8s.io/consume-provisioning-request"
 
 
-def view(pool: container_v1.NodePool, *, running: bool = True) -> PoolView:
+def view(pool: container_v1.NodePool, *, running: bool = True) -> ScalingPool:
     status = container_v1.NodePool.Status
     pool.status = status.RUNNING if running else status.PROVISIONING
-    return PoolView(pool=pool, count=0, shape=pool_shape(pool), path=f"p/{pool.name}")
+    return ScalingPool(pool=pool, count=0, shape=pool_shape(pool), path=f"p/{pool.name}")
 
 
 def pod(
@@ -177,7 +177,7 @@ def test_node_index_is_the_trailing_number() -> None:
 ZONES = ["us-central1-a", "us-central1-b", "us-central1-c"]
 
 
-def regional(pool: container_v1.NodePool, nodes_in: list[str]) -> PoolView:
+def regional(pool: container_v1.NodePool, nodes_in: list[str]) -> ScalingPool:
     """`pool` over the three zones of a regional cluster, with a node in each of `nodes_in`."""
     pool.locations = ZONES
     pool_view = view(pool)
