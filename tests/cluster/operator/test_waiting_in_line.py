@@ -41,26 +41,22 @@ def test_deleted_while_waiting_for_a_slot_it_goes_and_no_pool_is_made(
 ) -> None:
     scenario.create(gpu("nvidia-l4", nodes=1, count=1), mode="Spot")
     eventually(scenario.created_pools, what="the first request's CreateNodePool")
-    next_in_line = Scenario(api, namespace, emulator)
-    next_in_line.create(gpu("nvidia-l4", nodes=1, count=1), mode="Spot")
-    eventually(
-        lambda: (
-            (next_in_line.condition("NodePoolReady") or {})
-            .get("message", "")
-            .startswith("waiting for a GKE operation slot, position 1 in line")
-        ),
-        what="the second request next in line",
-    )
-    behind = Scenario(api, namespace, emulator)
-    behind.create(gpu("nvidia-l4", nodes=1, count=1), mode="Spot")
-    eventually(
-        lambda: (
-            (behind.condition("NodePoolReady") or {})
-            .get("message", "")
-            .startswith("waiting for a GKE operation slot, position 2 in line")
-        ),
-        what="the third request behind it",
-    )
+
+    def queued(position: int, who: str) -> Scenario:
+        """A new request, once its status says it waits at `position` in line."""
+        request = Scenario(api, namespace, emulator)
+        request.create(gpu("nvidia-l4", nodes=1, count=1), mode="Spot")
+        waiting = f"waiting for a GKE operation slot, position {position} in line"
+        eventually(
+            lambda: (
+                (request.condition("NodePoolReady") or {}).get("message", "").startswith(waiting)
+            ),
+            what=who,
+        )
+        return request
+
+    next_in_line = queued(1, "the second request next in line")
+    behind = queued(2, "the third request behind it")
     first = scenario.get()
     assert first is not None
     assert FINALIZER in first["metadata"]["finalizers"]
