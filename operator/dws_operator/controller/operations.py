@@ -282,11 +282,9 @@ class OperationScheduler:
                 operation.preparing = self._prepared(prepare)
 
     def _prepared(self, prepare: Preparation) -> asyncio.Future[None]:
-        task = asyncio.ensure_future(prepare())
-        self._tasks.add(task)
+        task = self._spawn(prepare())
         # Its outcome is read when the operation starts; one dropped before is not lost.
         task.add_done_callback(_retrieved)
-        task.add_done_callback(self._tasks.discard)
         return task
 
     def _woken_by_position(self, removed: int) -> None:
@@ -302,10 +300,11 @@ class OperationScheduler:
                     self.wake(operation.owner)
             position *= 2
 
-    def _spawn(self, coroutine: Awaitable[None]) -> None:
+    def _spawn(self, coroutine: Awaitable[None]) -> asyncio.Future[None]:
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _start(self, operation: PoolOperation) -> None:
         """Make the operation's next call; on to following it, or back in the queue."""
