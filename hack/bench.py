@@ -26,6 +26,8 @@ import tempfile
 from pathlib import Path
 from types import FrameType
 
+from operator_python import operator_python
+
 from dws_operator.sandbox.benchmark import Point, PointOptions
 from dws_operator.sandbox.testbed import GkeLimits
 
@@ -48,6 +50,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--steady-seconds", type=float, default=60.0, help="the steady window of waiting"
+    )
+    parser.add_argument(
+        "--operator-python",
+        help="interpreter to run the operator with (default: hack/python-env.sh operator's)",
     )
     parser.add_argument("--quota", type=int, default=5, help="concurrent operations per cluster")
     parser.add_argument("--sim-duration", default="2s", help="how long each pod runs (wall)")
@@ -87,6 +93,8 @@ def main() -> int:
     def say(text: str) -> None:
         print(f"bench: {text}", file=sys.stderr, flush=True)
 
+    python = args.operator_python or operator_python()
+    say(f"operator runs with {python}")
     for requests in args.points:
         workdir = Path(tempfile.mkdtemp(prefix=f"dws-bench-{requests}-"))
         options = PointOptions(
@@ -97,6 +105,7 @@ def main() -> int:
             sim_duration=args.sim_duration,
             timeout_factor=args.timeout_factor,
             pool_idle_seconds=args.pool_idle_seconds,
+            operator_python=python,
         )
         say(f"point: {requests} requests")
         try:

@@ -23,6 +23,8 @@ import tempfile
 from pathlib import Path
 from types import FrameType
 
+from operator_python import operator_python
+
 from dws_operator.sandbox.chaos import ChaosOptions, ChaosRun, clean
 
 
@@ -36,6 +38,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--no-apiserver-restart", action="store_true", help="leave the API server alone"
+    )
+    parser.add_argument(
+        "--operator-python",
+        help="interpreter to run the operator with (default: hack/python-env.sh operator's)",
     )
     parser.add_argument("--keep-logs", action="store_true", help="keep the run's logs")
     return parser
@@ -55,6 +61,7 @@ def main() -> int:
         replicas=args.replicas,
         seed=args.seed,
         restart_apiserver=not args.no_apiserver_restart,
+        operator_python=args.operator_python or operator_python(),
     )
     workdir = Path(tempfile.mkdtemp(prefix="dws-chaos-"))
 

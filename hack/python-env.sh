@@ -3,7 +3,18 @@
 # creating it under ~/.cache/dws-operator/venv/ when missing (keyed by the Python
 # version and a hash of pyproject.toml, so a dependency change gets a fresh one), and
 # (re)installs this checkout into it in editable mode (no network, about 2 s).
+#
+# `hack/python-env.sh operator` does the same for a virtualenv with the operator's
+# runtime dependencies only, as its image has them: the benchmark and the chaos run
+# start the operator from it, so it runs without the workshop's libraries.
 set -euo pipefail
+
+kind=${1:-dev}
+case "$kind" in
+  dev) extras='["workshop", "dev"]' ;;
+  operator) extras='[]' ;;
+  *) echo "usage: $0 [dev|operator]" >&2; exit 2 ;;
+esac
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${DWS_CACHE_DIR:-$HOME/.cache/dws-operator}
@@ -21,6 +32,7 @@ fi
 py_version=$("$python" -c 'import sys; print("py%d%d" % sys.version_info[:2])')
 deps_hash=$(sha256sum "$root/pyproject.toml" | cut -c1-12)
 venv="$cache/venv/$py_version-$deps_hash"
+[ "$kind" = dev ] || venv="$venv-$kind"
 
 if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   echo "dws-operator: creating $venv (first run only)" >&2
@@ -30,10 +42,11 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   "$venv/bin/python" -m pip install --quiet --upgrade pip "setuptools>=77" wheel >&2
   # Dependencies only; the project itself is linked below, at every run, so a
   # cached venv always points at the checkout being tested.
-  "$venv/bin/python" - "$root/pyproject.toml" >"$venv/requirements.txt" <<'PY'
-import sys, tomllib
+  "$venv/bin/python" - "$root/pyproject.toml" "$extras" >"$venv/requirements.txt" <<'PY'
+import json, sys, tomllib
 project = tomllib.load(open(sys.argv[1], "rb"))["project"]
-print("\n".join(project["dependencies"] + project["optional-dependencies"]["dev"]))
+extras = [r for e in json.loads(sys.argv[2]) for r in project["optional-dependencies"][e]]
+print("\n".join(project["dependencies"] + extras))
 PY
   "$venv/bin/python" -m pip install --quiet -r "$venv/requirements.txt" >&2
   touch "$venv/.complete"

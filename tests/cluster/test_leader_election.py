@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import pytest
 
 from dws_operator.controller.fence import LeaseLost
-from dws_operator.controller.kube import ConflictException, KubeApi, connect
+from dws_operator.controller.kube import Conflict, KubeApi, connect
 from dws_operator.controller.leader import LeaderElector, LeaseSettings
 from dws_operator.devcluster import DevCluster
 
@@ -44,8 +44,8 @@ def _with_two(
             two = LeaderElector(KubeApi(two_api), _settings(namespace, "two"))
             return await body(one, two, KubeApi(one_api))
         finally:
-            await one_api.close()  # type: ignore[no-untyped-call]
-            await two_api.close()  # type: ignore[no-untyped-call]
+            await one_api.close()
+            await two_api.close()
 
     return asyncio.run(main())
 
@@ -131,7 +131,7 @@ def test_a_holder_whose_lease_was_taken_stops(devcluster: DevCluster, namespace:
             try:
                 await kube.call("PUT", path, body=lease)
                 break
-            except ConflictException:
+            except Conflict:
                 continue
         with pytest.raises(LeaseLost, match="taken by intruder"):
             await asyncio.wait_for(keeping, RENEW + 2 * RETRY)

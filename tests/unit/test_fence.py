@@ -7,11 +7,12 @@ import asyncio
 import socket
 
 import pytest
-from kubernetes.aio import client as k8s
 
 from dws_operator.controller.fence import Fence, LeaseLost
 from dws_operator.controller.kube import KubeApi
 from dws_operator.controller.leader import LeaderElector, LeaseSettings
+from dws_operator.controller.login import Login
+from dws_operator.controller.transport import Connection
 
 
 class Renewals:
@@ -74,11 +75,13 @@ def test_an_unreachable_api_server_is_a_failed_attempt_not_a_crash() -> None:
         port = probe.getsockname()[1]
 
     async def attempt() -> tuple[bool, bool]:
-        configuration = k8s.Configuration(host=f"http://127.0.0.1:{port}")
-        async with k8s.ApiClient(configuration) as api:
+        api = Connection(Login(server=f"http://127.0.0.1:{port}"), None, connections=1)
+        try:
             elector = LeaderElector(KubeApi(api), LeaseSettings("ns", "me"))
             held = await elector.try_acquire_or_renew()
             await elector.release()  # holds nothing: a no-op, not an error
             return held, elector.valid()
+        finally:
+            await api.close()
 
     assert asyncio.run(attempt()) == (False, False)

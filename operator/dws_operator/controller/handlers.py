@@ -19,13 +19,8 @@ import kopf
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.config import KueueMode, OperatorConfig
-from dws_operator.controller.kube import (
-    LOCAL_QUEUES,
-    KubeApi,
-    bearer_token,
-    connect,
-    load_configuration,
-)
+from dws_operator.controller.kube import LOCAL_QUEUES, KubeApi, connect
+from dws_operator.controller.login import log_in
 from dws_operator.controller.reconciler import FINALIZER
 from dws_operator.controller.runtime import Controller, build_controller
 from dws_operator.gke import GkeError
@@ -45,17 +40,19 @@ __all__ = ["FINALIZER", "build_registry"]
 
 
 async def _login(kubeconfig: Path | None) -> kopf.ConnectionInfo:
-    """kopf's connection from the same login as the operator's own client."""
-    configuration = await load_configuration(str(kubeconfig) if kubeconfig else None)
-    token = await bearer_token(configuration)
+    """kopf's connection from the same login as the operator's own client; kopf logs in
+    again when it expires (or when the server answers 401)."""
+    login = await log_in(str(kubeconfig) if kubeconfig else None)
     return kopf.ConnectionInfo(
-        server=str(configuration.host),
-        ca_path=configuration.ssl_ca_cert,  # a temporary file for embedded data
-        insecure=not configuration.verify_ssl,
-        scheme="Bearer" if token else None,
-        token=token,
-        certificate_path=configuration.cert_file,
-        private_key_path=configuration.key_file,
+        server=login.server,
+        ca_data=login.ca_data,
+        insecure=login.insecure or None,
+        scheme="Bearer" if login.token else None,
+        token=login.token,
+        certificate_data=login.certificate_data,
+        private_key_data=login.private_key_data,
+        default_namespace=login.namespace,
+        expiration=login.expires_at,
     )
 
 
@@ -131,7 +128,7 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
         except BaseException:
             # Tried again (or the operator stops); the cleanup handler never sees these
             # clients, so they are closed here, GKE's channel too.
-            await api.close()  # type: ignore[no-untyped-call]
+            await api.close()
             if controller is not None:
                 await controller.gke_api.transport.close()
             raise

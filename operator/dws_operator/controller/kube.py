@@ -1,38 +1,27 @@
-"""The Kubernetes API, as the reconciler uses it: plain JSON over the official async
-client's transport (kubernetes.aio's ApiClient: its kubeconfig and in-cluster login,
-TLS, token refresh and typed errors).
+"""The Kubernetes API, as the reconciler uses it: plain JSON over `transport`'s
+connection (the operator's login, TLS, token renewal, typed errors).
 
-Why not the generated `CoreV1Api`-style classes: importing and building them costs
-~29 MiB of the operator's memory (a pydantic `validate_call` schema per method, a model
-class per type), and every call pays a validation of its arguments and a conversion of
-the answer into models, which the operator turns straight back into dicts: its caches
-keep JSON as the watches deliver it. The few calls it makes are written here once.
+Why no generated client: the official one costs the operator ~29 MiB of memory once
+importable (kopf then loads its models too), and every call would validate its
+arguments and turn the answer into models that the operator turns straight back into
+dicts: its caches keep JSON as the watches deliver it. The few calls it makes are
+written here once.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import urllib.request
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from kubernetes.aio import client as k8s
-from kubernetes.aio import config as k8s_config
-from kubernetes.aio.client.exceptions import (
-    ApiException,
-    ConflictException,
-    NotFoundException,
-    UnprocessableEntityException,
-)
-
 from dws_operator import rfc3339
 from dws_operator.api import GROUP, KIND, PLURAL, VERSION
 from dws_operator.controller.fence import FENCE
+from dws_operator.controller.transport import ApiError, Conflict, Connection, Invalid, NotFound
 from dws_operator.identity import FIELD_MANAGER
 from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
 from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
@@ -42,90 +31,39 @@ LOCAL_QUEUES = "localqueues"
 
 #: Connections kept to the API server, shared by the reconcile workers and the Event
 #: poster: a pass makes a call or two, a few milliseconds each, so ten carry hundreds
-#: of calls a second; each TLS connection holds 256 KiB of buffers (not the client's
-#: default of 100).
+#: of calls a second; each TLS connection holds 256 KiB of buffers.
 CONNECTIONS = 10
 
 __all__ = [
     "FIELD_MANAGER",
     "LOCAL_QUEUES",
-    "ApiException",
-    "ConflictException",
+    "ApiError",
+    "Conflict",
+    "Connection",
+    "Invalid",
     "KubeApi",
     "Listed",
-    "NotFoundException",
-    "UnprocessableEntityException",
+    "NotFound",
     "WorkloadRejected",
-    "bearer_token",
     "connect",
-    "load_configuration",
 ]
 
 log = logging.getLogger(__name__)
 
 
-async def load_configuration(kubeconfig: str | None = None) -> k8s.Configuration:
-    """The one login path of the operator (its own client and kopf's): in-cluster
-    credentials when running in a pod, else the kubeconfig (KUBECONFIG), read by the
-    official client, so whatever it accepts works (embedded or file certificates, tokens,
-    exec credential plugins such as gke-gcloud-auth-plugin)."""
-    configuration = k8s.Configuration()
-    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        await k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig or os.environ.get("KUBECONFIG"),
-            client_configuration=configuration,
-        )
-    return configuration
-
-
-async def bearer_token(configuration: k8s.Configuration) -> str | None:
-    """The current token (an exec plugin's is refreshed when due), without its scheme."""
-    header = await configuration.get_api_key_with_prefix("BearerToken")
-    if not header:
-        return None
-    scheme, _, token = str(header).partition(" ")
-    return token if token else scheme
-
-
-async def connect(kubeconfig: str | None = None) -> k8s.ApiClient:
-    """A client logged in through `load_configuration`."""
-    configuration = await load_configuration(kubeconfig)
-    configuration.connection_pool_maxsize = CONNECTIONS
-    # The proxy settings are read once here. With aiohttp's trust_env every request
-    # would read them again, and ~/.netrc, in a thread of its own.
-    configuration.proxy = configuration.proxy or _proxy_for(str(configuration.host))
-    configuration.client_session_kwargs = {"trust_env": False}
-    return k8s.ApiClient(configuration)
-
-
-def _proxy_for(url: str) -> str | None:
-    scheme = url.split("://", 1)[0]
-    host = url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0]
-    proxies = urllib.request.getproxies()
-    if scheme not in proxies or urllib.request.proxy_bypass(host):
-        return None
-    return proxies[scheme]
+async def connect(kubeconfig: str | None = None) -> Connection:
+    """A connection with the operator's login (see `login.log_in`)."""
+    return await Connection.open(kubeconfig, CONNECTIONS)
 
 
 class WorkloadRejected(Exception):
     """The API server (or an admission webhook) refused the workload as invalid: the
     same object will never be accepted, so the request fails instead of retrying."""
 
-    def __init__(self, kind: str, name: str, error: ApiException) -> None:
+    def __init__(self, kind: str, name: str, error: ApiError) -> None:
         self.reason = "WorkloadRejected"
-        self.message = f"{kind} {name} refused ({error.status}): {_server_message(error)}"
+        self.message = f"{kind} {name} refused ({error.status}): {error.message}"
         super().__init__(self.message)
-
-
-def _server_message(error: ApiException) -> str:
-    try:
-        body = json.loads(error.body or "{}")
-    except ValueError:
-        body = {}
-    message = body.get("message") if isinstance(body, dict) else None
-    return str(message or error.reason or "no message")
 
 
 def _path(group: str, version: str, plural: str, namespace: str | None, name: str = "") -> str:
@@ -162,7 +100,7 @@ class Listed:
 class KubeApi:
     """Workloads, Services, Events and TrainingRequest status, as JSON."""
 
-    def __init__(self, api: k8s.ApiClient) -> None:
+    def __init__(self, api: Connection) -> None:
         self.api = api
 
     async def call(
@@ -172,32 +110,19 @@ class KubeApi:
         *,
         query: Mapping[str, str] | None = None,
         body: Any = None,
-        content_type: str | None = None,
+        content_type: str = "application/json",
         fenced: bool = True,
     ) -> Any:
-        """One request; the answer's JSON. Raises the client's typed `ApiException`s
-        (`NotFoundException`, `ConflictException`, ...) for an answer that is not 2xx."""
+        """One request; the answer's JSON. Raises `ApiError` (`NotFound`, `Conflict`,
+        `Invalid`, ...) for an answer that is not 2xx."""
         if fenced and method != "GET":
             FENCE.check()  # a replica that lost its Lease writes nothing
-        headers = {"Accept": "application/json"}
-        if content_type is not None:
-            headers["Content-Type"] = content_type
-        serialized = await self.api.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=list((query or {}).items()),
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-        )
+        await self.api.keep_logged_in()
         if fenced and method != "GET":
-            FENCE.check()  # again: refreshing credentials above may have taken a while
-        response = await self.api.call_api(*serialized)
-        data = await response.read()  # type: ignore[no-untyped-call]
-        if not 200 <= response.status <= 299:
-            raise ApiException.from_response(
-                http_resp=response, body=data.decode("utf-8", "replace"), data=None
-            )
+            FENCE.check()  # again: renewing the login may have taken a while
+        data = await self.api.request(
+            method, path, query=query, body=body, content_type=content_type
+        )
         return json.loads(data) if data else None
 
     # -- Workloads and Services -----------------------------------------------------
@@ -215,13 +140,11 @@ class KubeApi:
                 query={"fieldManager": FIELD_MANAGER},
                 body=manifest,
             )
-        except ConflictException:
+        except Conflict:
             return None
-        except ApiException as error:
-            if error.status in (400, 422):
-                kind = str(manifest.get("kind") or plural)
-                raise WorkloadRejected(kind, manifest["metadata"]["name"], error) from error
-            raise
+        except Invalid as error:
+            kind = str(manifest.get("kind") or plural)
+            raise WorkloadRejected(kind, manifest["metadata"]["name"], error) from error
         return created if isinstance(created, dict) else None
 
     async def delete(self, plural: str, namespace: str, name: str) -> bool:
@@ -235,7 +158,7 @@ class KubeApi:
                 _path(group, version, plural, namespace, name),
                 body={"propagationPolicy": "Background"},
             )
-        except NotFoundException:
+        except NotFound:
             return False
         return True
 
@@ -243,7 +166,7 @@ class KubeApi:
         """The owner uids of the Service, or None when there is no such Service."""
         try:
             service = await self.call("GET", _path("", "v1", "services", namespace, name))
-        except NotFoundException:
+        except NotFound:
             return None
         owners = (service.get("metadata") or {}).get("ownerReferences") or []
         return [str(o.get("uid")) for o in owners]
@@ -253,7 +176,7 @@ class KubeApi:
     async def training_request(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             body = await self.call("GET", _path(GROUP, VERSION, PLURAL, namespace, name))
-        except NotFoundException:
+        except NotFound:
             return None
         return dict(body)
 
@@ -280,7 +203,7 @@ class KubeApi:
                 body=body,
                 content_type="application/merge-patch+json",
             )
-        except NotFoundException:
+        except NotFound:
             return None
         return dict(stored)
 
@@ -320,7 +243,7 @@ class KubeApi:
         }
         try:
             await self.call("POST", _path("", "v1", "events", namespace), body=event)
-        except ApiException as error:
+        except ApiError as error:
             log.warning("posting event %s about %s: %s", reason, metadata.get("name"), error)
 
     # -- Discovery and listing ------------------------------------------------------
@@ -360,7 +283,7 @@ class KubeApi:
         query = {"labelSelector": label} if label else {}
         try:
             listed = await self.call("GET", _path(group, version, kind, namespace), query=query)
-        except NotFoundException:
+        except NotFound:
             if kind == JOBSET_PLURAL:  # no JobSet API in this cluster: no JobSets either
                 return Listed(kind, namespace, [], None)
             raise

@@ -38,18 +38,13 @@ import aiohttp
 
 from dws_operator import rfc3339
 from dws_operator.controller.fence import LeaseLost
-from dws_operator.controller.kube import (
-    ApiException,
-    ConflictException,
-    KubeApi,
-    NotFoundException,
-)
+from dws_operator.controller.kube import ApiError, Conflict, KubeApi, NotFound
 
 log = logging.getLogger(__name__)
 
 #: What one failed attempt at the Lease looks like: an answer that is not 2xx, or no
 #: answer (connection refused or reset, a timeout). Either is one failed try, retried.
-_FAILED_ATTEMPT = (ApiException, aiohttp.ClientError, OSError, TimeoutError)
+_FAILED_ATTEMPT = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
 
 #: client-go's (and controller-runtime's) defaults.
 LEASE_DURATION_SECONDS = 15.0
@@ -251,7 +246,7 @@ class LeaderElector:
         }
         try:
             lease = await self.kube.call("GET", self._path)
-        except NotFoundException:
+        except NotFound:
             return await self._create(mine, asked_at)
         except _FAILED_ATTEMPT as error:
             log.warning("leader election: reading the lease failed: %s", _why(error))
@@ -275,7 +270,7 @@ class LeaderElector:
         try:
             # resourceVersion is in the body: a write since the GET answers 409.
             written = await self.kube.call("PUT", self._path, body=lease, fenced=False)
-        except ConflictException:
+        except Conflict:
             return False
         except _FAILED_ATTEMPT as error:
             log.warning("leader election: writing the lease failed: %s", _why(error))
@@ -293,7 +288,7 @@ class LeaderElector:
         }
         try:
             written = await self.kube.call("POST", self._collection, body=lease, fenced=False)
-        except ConflictException:
+        except Conflict:
             return False  # another replica created it first
         except _FAILED_ATTEMPT as error:
             log.warning("leader election: creating the lease failed: %s", _why(error))
@@ -312,6 +307,6 @@ class LeaderElector:
 
 
 def _why(error: BaseException) -> str:
-    if isinstance(error, ApiException):
+    if isinstance(error, ApiError):
         return f"{error.status} {error.reason}"
     return repr(error)

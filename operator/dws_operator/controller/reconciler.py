@@ -19,11 +19,7 @@ import dws_operator.gke as gke_lazy
 from dws_operator.api import Phase, TrainingRequestStatus
 from dws_operator.controller.cache import Key
 from dws_operator.controller.events import EventPoster
-from dws_operator.controller.kube import (
-    ConflictException,
-    UnprocessableEntityException,
-    WorkloadRejected,
-)
+from dws_operator.controller.kube import Conflict, Invalid, WorkloadRejected
 from dws_operator.controller.observe import Sources, observe, request_view
 from dws_operator.controller.operations import (
     CalledOff,
@@ -173,10 +169,10 @@ class Reconciler:
                 raise CalledOff(f"{key[0]}/{key[1]} is gone")
             try:
                 held = await self._hold(body)
-            except UnprocessableEntityException as refused:
+            except Invalid as refused:
                 # "no new finalizers can be added if the object is being deleted"
                 raise CalledOff(f"{key[0]}/{key[1]}: {refused.reason}") from None
-            except ConflictException:
+            except Conflict:
                 # Changed since the cache saw it: read it as it is and try once more.
                 fresh = await self.kube.training_request(*key)
                 if fresh is None:

@@ -80,7 +80,7 @@ async def run_operator(
             with contextlib.suppress(BaseException):
                 await task
         FENCE.disarm()
-        await api.close()  # type: ignore[no-untyped-call]
+        await api.close()
 
 
 async def _reconcile(

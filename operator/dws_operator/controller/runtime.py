@@ -12,13 +12,15 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
+
 import dws_operator.gke as gke_lazy
 from dws_operator.api import PLURAL, TERMINAL_PHASES, TrainingRequestStatus
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.cache import Key, KubeCache, key_of
 from dws_operator.controller.config import OperatorConfig
 from dws_operator.controller.fence import FENCE
-from dws_operator.controller.kube import LOCAL_QUEUES, ApiException, KubeApi
+from dws_operator.controller.kube import LOCAL_QUEUES, ApiError, Connection, KubeApi
 from dws_operator.controller.observe import Sources
 from dws_operator.controller.operations import OperationScheduler, PoolOperation, Priority
 from dws_operator.controller.pools import PoolSnapshot
@@ -100,7 +102,7 @@ _NO_STATUS = TrainingRequestStatus()
 class Controller:
     """Everything a running operator holds, built at start-up and closed at exit."""
 
-    api: Any
+    api: Connection
     gke_api: Any
     cache: KubeCache
     queue: WorkQueue[Key]
@@ -134,7 +136,7 @@ class Controller:
             await self.snapshot.refresh()  # GKE must answer before any pool is judged absent
         try:
             decision = await self.reconciler.reconcile(key)
-        except (ApiException, GkeError, OSError) as error:
+        except (ApiError, GkeError, OSError, aiohttp.ClientError, TimeoutError) as error:
             # Never crash or hot-loop: say what failed, wait longer each time.
             delay = self.queue.backoff(key)
             log.warning("%s/%s: pass failed, again in %.0fs: %s", *key, delay, error)
@@ -377,7 +379,7 @@ async def _supervised(name: str, loop: Callable[[], Awaitable[None]]) -> None:
 
 def build_controller(
     config: OperatorConfig,
-    api: Any,
+    api: Connection,
     kube: KubeApi,
     kueue: bool,
     jobset: bool,

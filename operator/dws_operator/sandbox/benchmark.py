@@ -39,6 +39,7 @@ The figures (`_s`: seconds; None: could not be measured, e.g. not every request 
 from __future__ import annotations
 
 import itertools
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -96,6 +97,8 @@ class PointOptions:
     #: wave measures reuse rather than idle pools deleted meanwhile (the default, 300 s,
     #: is shorter than a 1,000-request completion wave on this testbed).
     pool_idle_seconds: float = 3600.0
+    #: The interpreter the operator runs with (see `Testbed.operator_python`).
+    operator_python: str = sys.executable
 
 
 class Point:
@@ -134,7 +137,9 @@ class Point:
         }
         began = time.monotonic()
         env = {"DWS_POOL_IDLE_SECONDS": f"{options.pool_idle_seconds:g}"}
-        with Testbed(limits, self.workdir, operator_env=env) as bed:
+        with Testbed(
+            limits, self.workdir, operator_env=env, operator_python=options.operator_python
+        ) as bed:
             self.say(f"testbed up in {time.monotonic() - began:.1f}s (logs in {self.workdir})")
             with Fleet(bed.cluster.api_client, bed.namespace) as fleet:
                 self._first_wave(bed, fleet)

@@ -19,6 +19,7 @@ What is done to it, from one seed (the same seed, the same kill times and faults
 from __future__ import annotations
 
 import random
+import sys
 import threading
 import time
 from collections import Counter
@@ -95,6 +96,8 @@ class ChaosOptions:
     #: How long each pod runs (kwok's clock, wall seconds).
     sim_duration: str = "3s"
     clock_factor: float = 20.0
+    #: The interpreter the operator runs with (see `Testbed.operator_python`).
+    operator_python: str = sys.executable
     #: Give up waiting for the requests to end, or to go, after this long.
     settle_timeout: float = 600.0
     #: And the whole run after this long, wherever it is.
@@ -130,7 +133,13 @@ class ChaosRun:
         limits = GkeLimits(clock_factor=self.options.clock_factor, seed=self.options.seed)
         # No pool reuse: each request's pool is its own, so "created once" is per request.
         env = {"DWS_POOL_IDLE_SECONDS": "0"}
-        with Testbed(limits, self.workdir, operator_env=env, replicas=self.options.replicas) as bed:
+        with Testbed(
+            limits,
+            self.workdir,
+            operator_env=env,
+            replicas=self.options.replicas,
+            operator_python=self.options.operator_python,
+        ) as bed:
             bed.capacity.on()
             api = bed.api_client()
             bed.emulator.set_quota(SHORT_ACCELERATOR, SHORT_QUOTA)

@@ -122,12 +122,16 @@ class Testbed:
         namespace: str = "default",
         operator_env: dict[str, str] | None = None,
         replicas: int = 1,
+        operator_python: str = sys.executable,
     ) -> None:
         self.limits = limits
         #: Operator processes; more than one take turns on a Lease (leader election).
         self.replicas = replicas
         #: More DWS_* settings for the operator (e.g. a shorter GKE refresh interval).
         self.operator_env = dict(operator_env or {})
+        #: The interpreter the operator runs with: one with only the operator's runtime
+        #: dependencies runs it as its image does (`hack/python-env.sh operator`).
+        self.operator_python = operator_python
         self.workdir = workdir
         self.namespace = namespace
         self.scenario = SimScenario(clock_factor=limits.clock_factor)
@@ -266,7 +270,7 @@ class Testbed:
             **self.operator_env,
         }
         argv = [
-            sys.executable,
+            self.operator_python,
             "-m",
             "dws_operator",
             "run",

@@ -31,7 +31,7 @@ from dws_operator.kueue_versions import MINIMUM_KUEUE_RELEASE, unsupported_kueue
 
 
 def served_versions(devcluster: DevCluster) -> tuple[str, ...]:
-    """What the operator's own discovery call finds (kubernetes.aio, as at its start)."""
+    """What the operator's own discovery call finds (as at its start)."""
 
     async def main() -> tuple[str, ...]:
         api = await connect(str(devcluster.kubeconfig))

@@ -1,11 +1,14 @@
-"""`dws-operator run` as a process: it reconciles, and stops cleanly on SIGTERM."""
+"""`dws-operator run` as a process, with only the operator's runtime dependencies
+installed (as in its image): it reconciles, and stops cleanly on SIGTERM."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
-import sys
+from pathlib import Path
+
+import pytest
 
 from dws_operator.devcluster import DevCluster
 from dws_operator.emulator import ClusterManagerEmulator
@@ -13,8 +16,34 @@ from tests.builders import gpu
 from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually
 
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def operator_python() -> str:
+    """An interpreter from a virtualenv with the operator's dependencies and nothing more."""
+    venv = subprocess.run(
+        ["bash", str(ROOT / "hack" / "python-env.sh"), "operator"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return str(Path(venv) / "bin" / "python")
+
+
+def test_the_operator_needs_no_workshop_library(operator_python: str) -> None:
+    for library in ("kubernetes", "pytest"):
+        found = subprocess.run(
+            [operator_python, "-c", f"import {library}"],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
+        assert f"No module named '{library}'" in found.stderr
+
 
 def test_run_command(
+    operator_python: str,
     devcluster: DevCluster,
     training_request_crd: str,
     emulator: ClusterManagerEmulator,
@@ -30,7 +59,7 @@ def test_run_command(
         "DWS_NAMESPACES": scenario.namespace,
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "dws_operator", "run", "--kubeconfig", str(devcluster.kubeconfig)],
+        [operator_python, "-m", "dws_operator", "run", "--kubeconfig", str(devcluster.kubeconfig)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -1,0 +1,161 @@
+"""The operator's own connection to a real API server: its refusals as typed errors, a
+pod's service-account login, and a token that stopped working renewed on the 401."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from kubernetes import client as k8s
+
+from dws_operator.controller.kube import Conflict, Connection, Invalid, KubeApi, NotFound
+from dws_operator.controller.login import Login, in_cluster, log_in
+from dws_operator.controller.transport import ApiError
+from dws_operator.devcluster import DevCluster
+
+
+@pytest.fixture
+def token(api: k8s.ApiClient, namespace: str) -> str:
+    """A token of a ServiceAccount allowed to read and write ConfigMaps in `namespace`."""
+    core, rbac = k8s.CoreV1Api(api), k8s.RbacAuthorizationV1Api(api)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "reader"}})
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": "reader"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "edit",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
+        },
+    )
+    return str(
+        core.create_namespaced_service_account_token(
+            "reader", namespace, {"spec": {"expirationSeconds": 3600}}
+        ).status.token
+    )
+
+
+def _configmaps(namespace: str, name: str = "") -> str:
+    return f"/api/v1/namespaces/{namespace}/configmaps" + (f"/{name}" if name else "")
+
+
+def test_refusals_arrive_typed(devcluster: DevCluster, namespace: str) -> None:
+    async def main() -> list[tuple[type[ApiError], int, str]]:
+        api = await Connection.open(str(devcluster.kubeconfig))
+        kube = KubeApi(api)
+        seen = []
+        body = {"metadata": {"name": "one"}, "data": {"k": "v"}}
+        try:
+            await kube.call("POST", _configmaps(namespace), body=body)
+            calls = [
+                ("GET", _configmaps(namespace, "absent"), None),
+                ("POST", _configmaps(namespace), body),
+                ("POST", _configmaps(namespace), {"metadata": {"name": "Not_A_Name"}}),
+                ("GET", "/apis/no.such.group/v1/things", None),
+            ]
+            for method, path, payload in calls:
+                try:
+                    await kube.call(method, path, body=payload)
+                except ApiError as error:
+                    seen.append((type(error), error.status, error.message))
+        finally:
+            await api.close()
+        return seen
+
+    (absent, exists, invalid, unknown) = asyncio.run(main())
+    assert absent[:2] == (NotFound, 404)
+    assert absent[2] == 'configmaps "absent" not found'  # the server's own words
+    assert exists[:2] == (Conflict, 409)
+    assert invalid[:2] == (Invalid, 422)
+    assert "Not_A_Name" in invalid[2]
+    assert unknown[:2] == (NotFound, 404)
+
+
+def test_a_pods_service_account_logs_in(
+    devcluster: DevCluster,
+    namespace: str,
+    token: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    admin = asyncio.run(log_in(str(devcluster.kubeconfig)))
+    assert admin.ca_data is not None
+    (tmp_path / "token").write_text(token)
+    (tmp_path / "ca.crt").write_bytes(admin.ca_data)
+    (tmp_path / "namespace").write_text(namespace)
+    host, port = admin.server.removeprefix("https://").rsplit(":", 1)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", host)
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", port)
+    login = in_cluster(tmp_path)
+    assert login.namespace == namespace
+
+    async def main() -> tuple[list[str], int]:
+        api = Connection(login, None, connections=1)
+        try:
+            listed = await KubeApi(api).call("GET", _configmaps(namespace))
+            try:  # the service account may not read other namespaces
+                await KubeApi(api).call("GET", _configmaps("kube-system"))
+            except ApiError as error:
+                return [i["metadata"]["name"] for i in listed["items"]], error.status
+        finally:
+            await api.close()
+        raise AssertionError("read kube-system without the right to")
+
+    names, refused = asyncio.run(main())
+    assert "kube-root-ca.crt" in names
+    assert refused == 403
+
+
+def test_a_refused_token_is_read_again_once(
+    devcluster: DevCluster, namespace: str, token: str, tmp_path: Path
+) -> None:
+    admin = asyncio.run(log_in(str(devcluster.kubeconfig)))
+    assert admin.ca_data is not None
+    (tmp_path / "ca.crt").write_bytes(admin.ca_data)
+    token_file = tmp_path / "token"
+    token_file.write_text("revoked")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        f"""
+apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "{admin.server}", certificate-authority: ca.crt}}}}]
+users: [{{name: u, user: {{tokenFile: token}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+"""
+    )
+
+    async def main() -> tuple[str | None, int, str | None]:
+        api = await Connection.open(str(kubeconfig), connections=1)
+        first = api.login
+        try:
+            try:
+                await KubeApi(api).call("GET", _configmaps(namespace))
+            except ApiError as error:  # the file still holds a token the server refuses
+                refused = error.status
+            token_file.write_text(token)  # what the kubelet does when it rotates a token
+            await KubeApi(api).call("GET", _configmaps(namespace))
+            return first.token, refused, api.login.token
+        finally:
+            await api.close()
+
+    before, refused, after = asyncio.run(main())
+    assert (before, refused) == ("revoked", 401)
+    assert after == token
+
+
+def test_a_login_to_nowhere_is_a_connection_error_not_a_hang(tmp_path: Path) -> None:
+    async def main() -> None:
+        api = Connection(Login(server="https://127.0.0.1:9"), None, connections=1)
+        try:
+            await KubeApi(api).call("GET", "/version")
+        finally:
+            await api.close()
+
+    with pytest.raises(OSError, match=r"127\.0\.0\.1"):
+        asyncio.run(main())
