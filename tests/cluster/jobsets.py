@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 
 from dws_operator.catalog import (
     NODE_POOL_LABEL_KEY,
@@ -23,6 +22,7 @@ from dws_operator.catalog import (
     TPU_TAINT_KEY,
     TPU_TAINT_VALUE,
 )
+from dws_operator.devcluster.kubeerrors import NotFound, typed_errors
 from dws_operator.emulator.nodes import PoolShape, Taint, render_node
 from dws_operator.emulator.stages import SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION
 from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
@@ -184,8 +184,5 @@ def tpu_slices(api: k8s.ApiClient, pools: Mapping[str, int]) -> Iterator[list[st
         yield names
     finally:
         for name in names:
-            try:
+            with contextlib.suppress(NotFound), typed_errors():
                 core.delete_node(name)
-            except ApiException as error:
-                if error.status != 404:
-                    raise

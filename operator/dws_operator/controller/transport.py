@@ -19,7 +19,7 @@ import aiohttp
 from dws_operator import rfc3339
 from dws_operator.controller.login import Login, log_in
 
-__all__ = ["ApiError", "Conflict", "Connection", "Invalid", "NotFound", "api_error"]
+__all__ = ["ApiError", "Busy", "Conflict", "Connection", "Invalid", "NotFound", "api_error"]
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +56,23 @@ class Conflict(ApiError):
 
 
 class Invalid(ApiError):
-    """422: the server (or an admission webhook) will never accept this object."""
+    """400 or 422: the server (or an admission webhook) will never accept this object
+    (422: it breaks the schema or a rule; 400: it cannot even be decoded as one)."""
 
 
-_BY_STATUS: dict[int, type[ApiError]] = {404: NotFound, 409: Conflict, 422: Invalid}
+class Busy(ApiError):
+    """429 or 503: the server cannot answer now (overloaded, or a resource's storage
+    still initializing); the same call may succeed later."""
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    400: Invalid,
+    404: NotFound,
+    409: Conflict,
+    422: Invalid,
+    429: Busy,
+    503: Busy,
+}
 
 
 def api_error(status: int, reason: str, body: str = "") -> ApiError:

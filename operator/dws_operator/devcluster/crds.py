@@ -12,6 +12,7 @@ from kubernetes import client as k8s
 
 from dws_operator.crd import custom_resource_definition
 from dws_operator.devcluster.binaries import third_party_crds
+from dws_operator.devcluster.kubeerrors import Busy, NotFound, typed_errors
 from dws_operator.identity import FIELD_MANAGER
 
 
@@ -36,11 +37,12 @@ def _serves(objects: k8s.CustomObjectsApi, document: dict[str, Any]) -> bool:
     spec = document["spec"]
     version = next(v["name"] for v in spec["versions"] if v.get("storage"))
     try:
-        objects.list_cluster_custom_object(spec["group"], version, spec["names"]["plural"], limit=1)
-    except k8s.ApiException as error:
-        if error.status in (404, 429, 503):
-            return False
-        raise
+        with typed_errors():
+            objects.list_cluster_custom_object(
+                spec["group"], version, spec["names"]["plural"], limit=1
+            )
+    except (NotFound, Busy):
+        return False
     return True
 
 

@@ -7,6 +7,7 @@ disrupted, and reads and writes the ProvisioningRequests that queued pools answe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
+from dws_operator.devcluster.kubeerrors import Conflict, NotFound, typed_errors
 from dws_operator.emulator import provreq
 from dws_operator.emulator.autoscaler_view import (
     Obj,
@@ -64,7 +66,10 @@ class Fleet:
     def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
         """Call the API and answer its JSON as plain mappings (camelCase, like manifests):
         the autoscaler reads fields the generated models would rename or drop."""
-        response = method(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+        with typed_errors():
+            response = method(
+                *args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs
+            )
         data: Obj = json.loads(response.data or b"{}")
         return data
 
@@ -102,10 +107,8 @@ class Fleet:
             )
             try:
                 node = self.call(self.core.create_node, manifest)
-            except k8s.ApiException as error:
-                if error.status == 409:  # left by an earlier run: take the next number
-                    continue
-                raise
+            except Conflict:  # left by an earlier run: take the next number
+                continue
             break
         self._next_index[pool.path] = index
         self._created_at[name] = now
@@ -143,24 +146,19 @@ class Fleet:
         """Mark the node's running pods Failed with a DisruptionTarget condition."""
         stamp = provreq.now_rfc3339()
         for pod in busy.pop(node, []):
-            try:
+            with contextlib.suppress(NotFound):  # gone already
                 self.call(
                     self.core.patch_namespaced_pod_status,
                     name_of(pod),
                     pod["metadata"]["namespace"],
                     {"status": disrupted_status(pod, message, stamp)},
                 )
-            except k8s.ApiException as error:
-                if error.status != 404:
-                    raise
 
     def pod_template(self, namespace: str, name: str) -> Obj | None:
         try:
             return self.call(self.core.read_namespaced_pod_template, name, namespace)
-        except k8s.ApiException as error:
-            if error.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
 
     # ProvisioningRequests ---------------------------------------------------
 
@@ -173,10 +171,8 @@ class Fleet:
                 provreq.VERSION,
                 provreq.PLURAL,
             )
-        except k8s.ApiException as error:
-            if error.status == 404:
-                return []
-            raise
+        except NotFound:
+            return []
         items: list[Obj] = listed.get("items", [])
         return items
 

@@ -33,6 +33,7 @@ from kubernetes import client as k8s
 from dws_operator.api import API_VERSION, GROUP, KIND, PLURAL, TERMINAL_PHASES, VERSION
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.leader import LEASE_NAME
+from dws_operator.devcluster.kubeerrors import NotFound, typed_errors
 from dws_operator.emulator import DEFAULT_CLUSTER, MethodFaults
 from dws_operator.emulator.config import MethodName
 from dws_operator.emulator.stages import SIM_DURATION_ANNOTATION
@@ -202,12 +203,12 @@ class ChaosRun:
 
     def _delete(self, api: k8s.ApiClient, namespace: str, name: str) -> None:
         try:
-            k8s.CustomObjectsApi(api).delete_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name
-            )
-        except k8s.ApiException as error:
-            if error.status != 404:
-                raise
+            with typed_errors():
+                k8s.CustomObjectsApi(api).delete_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, name
+                )
+        except NotFound:
+            pass
 
     @staticmethod
     def _requests(api: k8s.ApiClient, namespace: str) -> dict[str, dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -9,10 +10,10 @@ from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 
 from dws_operator.devcluster import DevCluster
 from dws_operator.devcluster.jobset import JobSetManager
+from dws_operator.devcluster.kubeerrors import NotFound, typed_errors
 from dws_operator.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_operator.kueue_objects import (
     KUEUE_API_VERSION,
@@ -86,10 +87,7 @@ def apply_queue(api: k8s.ApiClient) -> Iterator[Callable[[QueueSetup], list[dict
         meta = obj["metadata"]
         if "namespace" in meta:
             continue  # goes with the test's namespace
-        try:
+        with contextlib.suppress(NotFound), typed_errors():
             custom.delete_cluster_custom_object(
                 KUEUE_GROUP, KUEUE_API_VERSION, PLURALS[obj["kind"]], meta["name"]
             )
-        except ApiException as error:
-            if error.status != 404:
-                raise

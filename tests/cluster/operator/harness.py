@@ -14,6 +14,7 @@ from google.cloud.container_v1.services.cluster_manager.transports import (
 from kubernetes import client as k8s
 
 from dws_operator.api import GROUP, PLURAL, VERSION
+from dws_operator.devcluster.kubeerrors import NotFound, typed_errors
 from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
 from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
 from tests.builders import manifest, spec_body
@@ -47,13 +48,12 @@ class Scenario:
 
     def get(self) -> dict[str, Any] | None:
         try:
-            body: dict[str, Any] = self.objects.get_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, PLURAL, self.name
-            )
-        except k8s.ApiException as error:
-            if error.status == 404:
-                return None
-            raise
+            with typed_errors():
+                body: dict[str, Any] = self.objects.get_namespaced_custom_object(
+                    GROUP, VERSION, self.namespace, PLURAL, self.name
+                )
+        except NotFound:
+            return None
         return body
 
     def status(self) -> dict[str, Any]:
@@ -150,11 +150,10 @@ class Scenario:
 
     def service(self) -> k8s.V1Service | None:
         try:
-            return self.core.read_namespaced_service(self.name, self.namespace)
-        except k8s.ApiException as error:
-            if error.status == 404:
-                return None
-            raise
+            with typed_errors():
+                return self.core.read_namespaced_service(self.name, self.namespace)
+        except NotFound:
+            return None
 
     def pods(self, attempt: int | None = None) -> list[k8s.V1Pod]:
         selector = f"dws-operator.dev/training-request={self.name}"

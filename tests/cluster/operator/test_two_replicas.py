@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client as k8s
 
 from dws_operator.devcluster import DevCluster
+from dws_operator.devcluster.kubeerrors import NotFound, typed_errors
 from dws_operator.emulator import ClusterManagerEmulator
 from tests.builders import gpu
 from tests.cluster.operator.harness import Scenario
@@ -81,11 +82,10 @@ def replicas(
 
 def _holder(api: k8s.ApiClient, namespace: str) -> str:
     try:
-        lease = k8s.CoordinationV1Api(api).read_namespaced_lease("dws-operator", namespace)
-    except k8s.ApiException as error:
-        if error.status == 404:
-            return ""
-        raise
+        with typed_errors():
+            lease = k8s.CoordinationV1Api(api).read_namespaced_lease("dws-operator", namespace)
+    except NotFound:
+        return ""
     return str(lease.spec.holder_identity or "")
 
 
