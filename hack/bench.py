@@ -10,7 +10,7 @@ deletes 20, updates 10 simulated seconds, run --clock-factor times faster), the
 emulator's autoscaler (no capacity until the completion wave) and `dws-operator run` as
 a separate process, and stops all of it afterwards (also on Ctrl-C or an error).
 
-Figures (see dws_operator.sandbox.benchmark for how each is measured) are in wall
+Figures (see dws_workshop.sandbox.benchmark for how each is measured) are in wall
 seconds; GKE's operations there last their simulated durations / clock factor, and the
 bounds use the same base. Progress goes to stderr, the JSON lines to stdout.
 """
@@ -28,8 +28,8 @@ from types import FrameType
 
 from operator_python import operator_python
 
-from dws_operator.sandbox.benchmark import Point, PointOptions
-from dws_operator.sandbox.testbed import GkeLimits
+from dws_workshop.sandbox.benchmark import Point, PointOptions
+from dws_workshop.sandbox.testbed import GkeLimits
 
 
 def _points(text: str) -> list[int]:

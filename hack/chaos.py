@@ -8,7 +8,7 @@ Starts its own devcluster (API server, etcd, kwok), Kueue, the GKE emulator and 
 autoscaler, and two `dws-operator run` replicas with leader election; drives requests of
 every kind (TPU single- and multi-host, GPU, Spot; cleanup ScaleToZero and Delete; one
 kind over its GPU quota) while it SIGKILLs the operators, injects GKE faults and restarts
-the API server once; then deletes every request. See dws_operator.sandbox.chaos for what
+the API server once; then deletes every request. See dws_workshop.sandbox.chaos for what
 is injected and how the verdict is reached. Exit status 1 when the verdict is not clean.
 """
 
@@ -25,7 +25,7 @@ from types import FrameType
 
 from operator_python import operator_python
 
-from dws_operator.sandbox.chaos import ChaosOptions, ChaosRun, clean
+from dws_workshop.sandbox.chaos import ChaosOptions, ChaosRun, clean
 
 
 def _parser() -> argparse.ArgumentParser:

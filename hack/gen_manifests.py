@@ -18,8 +18,8 @@ import yaml
 
 from dws_operator.catalog import GPU_RESOURCE, TPU_RESOURCE
 from dws_operator.crd import render_crd_yaml
-from dws_operator.devcluster import find_binaries
 from dws_operator.kueue_objects import COVERED_RESOURCES, KUEUE_GROUP_VERSION, dws_objects
+from dws_workshop.devcluster import find_binaries
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "manifests" / "base"

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 
-from dws_operator.devcluster import DevCluster, DevClusterOptions
-from dws_operator.devcluster.crds import install_third_party_crds, install_training_request_crd
-from dws_operator.devcluster.jobset import JobSetManager
+from dws_workshop.devcluster import DevCluster, DevClusterOptions
+from dws_workshop.devcluster.crds import install_third_party_crds, install_training_request_crd
+from dws_workshop.devcluster.jobset import JobSetManager
 from tests.cluster.namespaces import fresh_namespace
 
 HERE = Path(__file__).parent

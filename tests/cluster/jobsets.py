@@ -3,7 +3,7 @@ nodes for them to run on, and reading JobSets back: shared by the JobSet and Kue
 
 The JobSets are fully defaulted (network, successPolicy, failurePolicy, startupPolicy,
 completionMode, restartPolicy): no JobSet webhook runs in the devcluster (see
-dws_operator.devcluster.jobset).
+dws_workshop.devcluster.jobset).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from dws_operator.catalog import (
     TPU_TAINT_KEY,
     TPU_TAINT_VALUE,
 )
-from dws_operator.devcluster.kubeerrors import NotFound, typed_errors
-from dws_operator.emulator.nodes import PoolShape, Taint, render_node
-from dws_operator.emulator.stages import SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION
 from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from dws_operator.workload import QUEUE_LABEL
+from dws_workshop.devcluster.kubeerrors import NotFound, typed_errors
+from dws_workshop.devcluster.stages import SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION
+from dws_workshop.simulator.nodes import PoolShape, Taint, render_node
 
 Obj = dict[str, Any]
 

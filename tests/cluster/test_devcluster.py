@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 
-from dws_operator.devcluster import DevCluster, MissingBinaries, find_binaries
-from dws_operator.devcluster.binaries import pinned_versions
-from dws_operator.devcluster.cluster import OWNER_FILE, WORKDIR_PREFIX, remove_stale_workdirs
+from dws_workshop.devcluster import DevCluster, MissingBinaries, find_binaries
+from dws_workshop.devcluster.binaries import pinned_versions
+from dws_workshop.devcluster.cluster import OWNER_FILE, WORKDIR_PREFIX, remove_stale_workdirs
 from tests.cluster.conftest import Kubectl
 
 
@@ -100,7 +100,7 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import sys, time
-        from dws_operator.devcluster import DevCluster
+        from dws_workshop.devcluster import DevCluster
         cluster = DevCluster()
         cluster.start()
         print(" ".join(map(str, cluster.pids)), flush=True)

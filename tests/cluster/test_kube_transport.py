@@ -12,7 +12,7 @@ from kubernetes import client as k8s
 from dws_operator.controller.kube import Conflict, Connection, Invalid, KubeApi, NotFound
 from dws_operator.controller.login import Login, in_cluster, log_in
 from dws_operator.controller.transport import ApiError
-from dws_operator.devcluster import DevCluster
+from dws_workshop.devcluster import DevCluster
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from dws_operator.controller.fence import LeaseLost
 from dws_operator.controller.kube import Conflict, KubeApi, connect
 from dws_operator.controller.leader import LeaderElector, LeaseSettings
-from dws_operator.devcluster import DevCluster
+from dws_workshop.devcluster import DevCluster
 
 T = TypeVar("T")
 

@@ -16,10 +16,10 @@ from kubernetes import client as k8s
 
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
 from dws_operator.crd import render_crd_yaml
-from dws_operator.devcluster import DevCluster, find_binaries
-from dws_operator.emulator import EmulatorConfig, EmulatorThread
 from dws_operator.identity import MANAGED_BY
 from dws_operator.kueue_objects import KUEUE_GROUP_VERSION, dws_flavors, dws_objects
+from dws_workshop.devcluster import DevCluster, find_binaries
+from dws_workshop.emulator import EmulatorConfig, EmulatorThread
 from tests.builders import tpu
 from tests.cluster.conftest import Kubectl
 from tests.cluster.operator.harness import Scenario

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
+from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
 from tests.gke.harness import FAST
 
 

@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 import requests
 from google.cloud import container_v1
 
-from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
 from dws_operator.gke import (
     NodePoolClient,
     PollPolicy,
@@ -24,6 +23,7 @@ from dws_operator.gke import (
     render_node_pool,
 )
 from dws_operator.planning import plan_slice
+from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
 from tests.builders import make_spec, tpu
 
 T = TypeVar("T")

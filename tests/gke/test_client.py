@@ -10,9 +10,9 @@ import grpc
 import pytest
 from google.cloud import container_v1
 
-from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
 from dws_operator.gke import GkeError, NodePoolClient, PollPolicy, pool_labels
 from dws_operator.planning import plan_slice
+from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
 from tests.builders import gpu, make_spec, tpu
 from tests.gke.harness import FAST, LABELS, UID, MakeEmulator, rendered, run
 

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from dws_operator.emulator import DEFAULT_CLUSTER, ClusterConfig, EmulatorConfig, MethodFaults
-from dws_operator.emulator.config import DEFAULT_VERSION
 from dws_operator.gke import GkeError, NodePoolClient, connect
+from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterConfig, EmulatorConfig, MethodFaults
+from dws_workshop.emulator.config import DEFAULT_VERSION
 from tests.gke.harness import FAST_POLL, FAST_RETRY, MakeEmulator
 
 OLD = "1.31.5-gke.1000"

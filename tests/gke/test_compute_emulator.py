@@ -18,7 +18,7 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
-from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig, MethodFaults
+from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, MethodFaults
 from tests.gke.harness import FAST, MakeEmulator, policies_url
 
 PROJECT, REGION = "dws-sandbox", "us-central1"

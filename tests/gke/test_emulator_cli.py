@@ -17,8 +17,8 @@ from typing import IO
 import pytest
 
 from dws_operator.cli import emulator as emulator_cli
-from dws_operator.emulator import DEFAULT_CLUSTER, EmulatorConfig, EmulatorThread
 from dws_operator.gke import connect, connect_compute
+from dws_workshop.emulator import DEFAULT_CLUSTER, EmulatorConfig, EmulatorThread
 
 # The command is registered in dws_operator.cli separately; this drives the module the
 # same way `dws-operator emulator ...` will, through its own register() and run().

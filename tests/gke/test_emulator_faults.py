@@ -11,7 +11,8 @@ import pytest
 from google.cloud import container_v1
 from pydantic import ValidationError
 
-from dws_operator.emulator import (
+from dws_operator.gke import GkeError, NodePoolClient, PollPolicy, RetryPolicy
+from dws_workshop.emulator import (
     DEFAULT_CLUSTER,
     ClusterConfig,
     ClusterManagerEmulator,
@@ -19,7 +20,6 @@ from dws_operator.emulator import (
     MethodFaults,
     load_config,
 )
-from dws_operator.gke import GkeError, NodePoolClient, PollPolicy, RetryPolicy
 from tests.builders import gpu, tpu
 from tests.gke.harness import UID, MakeEmulator, rendered, run
 

@@ -16,13 +16,13 @@ import pytest
 from google.api_core import exceptions as core_exceptions
 from google.cloud import container_v1
 
-from dws_operator.emulator import (
+from dws_operator.gke import connect
+from dws_workshop.emulator import (
     DEFAULT_CLUSTER,
     ClusterManagerEmulator,
     EmulatorConfig,
     EmulatorThread,
 )
-from dws_operator.gke import connect
 from tests.builders import gpu, tpu
 from tests.gke.harness import rendered
 

@@ -10,8 +10,8 @@ import pytest
 from google.cloud import container_v1
 from google.protobuf.duration_pb2 import Duration
 
-from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
 from dws_operator.gke import GkeError, NodePoolClient
+from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
 from tests.builders import gpu, tpu
 from tests.gke.harness import UID, make_policy, queued_tpu, rendered, run
 

@@ -17,13 +17,13 @@ from dws_operator.controller.operations import (
     Priority,
 )
 from dws_operator.controller.pools import PoolSnapshot
-from dws_operator.emulator import (
+from dws_operator.gke import NodePoolClient, RetryPolicy, connect
+from dws_workshop.emulator import (
     DEFAULT_CLUSTER,
     ClusterManagerEmulator,
     EmulatorConfig,
     MethodFaults,
 )
-from dws_operator.gke import NodePoolClient, RetryPolicy, connect
 from tests.builders import gpu
 from tests.gke.harness import UID, MakeEmulator, rendered
 

@@ -10,13 +10,13 @@ from google.api_core import exceptions as core_exceptions
 from google.cloud import container_v1
 from pydantic import ValidationError
 
-from dws_operator.emulator import (
+from dws_operator.gke import GkeError, NodePoolClient, RetryPolicy
+from dws_workshop.emulator import (
     DEFAULT_CLUSTER,
     ClusterConfig,
     ClusterManagerEmulator,
     EmulatorConfig,
 )
-from dws_operator.gke import GkeError, NodePoolClient, RetryPolicy
 from tests.builders import gpu
 from tests.gke.harness import UID, MakeEmulator, ManualClock, rendered, run, serve
 

@@ -16,10 +16,10 @@ import pytest
 import requests
 from google.cloud import container_v1
 
-from dws_operator.emulator import ClusterConfig, ClusterManagerEmulator, EmulatorConfig
-from dws_operator.emulator.nodes import pool_shape
-from dws_operator.emulator.placement import SINGLE_HOST_TOPOLOGY
 from dws_operator.gke import GkeError, NodePoolClient, WorkloadPolicyClient, connect_compute
+from dws_workshop.emulator import ClusterConfig, ClusterManagerEmulator, EmulatorConfig
+from dws_workshop.emulator.placement import SINGLE_HOST_TOPOLOGY
+from dws_workshop.simulator.nodes import pool_shape
 from tests.builders import gpu, tpu
 from tests.gke.harness import FAST, UID, MakeEmulator, make_policy, policies_url, rendered, run
 

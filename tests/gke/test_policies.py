@@ -12,7 +12,6 @@ import grpc
 import pytest
 import requests
 
-from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig, MethodFaults
 from dws_operator.gke import (
     GkeError,
     PollPolicy,
@@ -22,6 +21,7 @@ from dws_operator.gke import (
     region_of,
     workload_policy_name,
 )
+from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, MethodFaults
 from tests.gke.harness import FAST, MakeEmulator, policies_url
 
 T = TypeVar("T")

@@ -10,14 +10,14 @@ from google.api_core import exceptions as core_exceptions
 from google.cloud import container_v1 as c
 from pydantic import ValidationError
 
-from dws_operator.emulator import (
+from dws_operator.gke import classify
+from dws_workshop.emulator import (
     DEFAULT_CLUSTER,
     ClusterConfig,
     ClusterManagerEmulator,
     EmulatorConfig,
 )
-from dws_operator.emulator.ratelimit import project_number, request_project
-from dws_operator.gke import classify
+from dws_workshop.emulator.ratelimit import project_number, request_project
 from tests.builders import gpu
 from tests.gke.harness import Api, ManualClock, rendered, serve
 

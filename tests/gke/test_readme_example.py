@@ -7,7 +7,7 @@ import io
 import re
 from pathlib import Path
 
-from dws_operator.emulator import EmulatorThread
+from dws_workshop.emulator import EmulatorThread
 from tests.gke.harness import FAST
 
 README = Path(__file__).resolve().parents[2] / "README.md"

@@ -10,13 +10,13 @@ import grpc
 import pytest
 from google.cloud import container_v1
 
-from dws_operator.emulator import (
+from dws_operator.gke import GkeError, NodePoolClient, RetryPolicy, connect
+from dws_workshop.emulator import (
     DEFAULT_CLUSTER,
     ClusterManagerEmulator,
     EmulatorConfig,
     MethodFaults,
 )
-from dws_operator.gke import GkeError, NodePoolClient, RetryPolicy, connect
 from tests.builders import gpu, tpu
 from tests.gke.harness import FAST_POLL, UID, MakeEmulator, rendered, run
 

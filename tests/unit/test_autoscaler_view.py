@@ -7,7 +7,7 @@ from typing import Any
 
 from google.cloud import container_v1
 
-from dws_operator.emulator.autoscaler_view import (
+from dws_workshop.simulator.autoscaler_view import (
     DISRUPTION_REASON,
     ScalingPool,
     busy_nodes,
@@ -20,7 +20,7 @@ from dws_operator.emulator.autoscaler_view import (
     unschedulable,
     zones_with_room,
 )
-from dws_operator.emulator.nodes import pool_shape
+from dws_workshop.simulator.nodes import pool_shape
 from tests.builders import gpu, tpu
 from tests.gke.harness import queued_tpu, rendered
 

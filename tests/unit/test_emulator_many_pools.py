@@ -7,7 +7,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from dws_operator.emulator.scenario import (
+from dws_workshop.simulator.scenario import (
     MANY_POOLS,
     MANY_POOLS_SCALE_UP_DELAY_SECONDS,
     CapacityRule,

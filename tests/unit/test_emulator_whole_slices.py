@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from google.cloud import container_v1
 
-from dws_operator.emulator.autoscaler_view import ScalingPool
-from dws_operator.emulator.nodes import pool_shape
-from dws_operator.emulator.whole_slices import Choice, choose, refusal
+from dws_workshop.simulator.autoscaler_view import ScalingPool
+from dws_workshop.simulator.nodes import pool_shape
+from dws_workshop.simulator.whole_slices import Choice, choose, refusal
 from tests.builders import gpu
 from tests.gke.harness import queued_tpu, rendered
 

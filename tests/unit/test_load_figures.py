@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from dws_operator.api import TrainingRequestSpec
-from dws_operator.emulator.stages import SIM_DURATION_ANNOTATION
-from dws_operator.sandbox.figures import mixed_bound, percentile, queue_latencies, quota_bound
-from dws_operator.sandbox.gke_view import GkeSnapshot, OperationTimes, PoolNow, wall_seconds
-from dws_operator.sandbox.load import RequestRecord
-from dws_operator.sandbox.process_usage import cpu_seconds, memory_bytes
-from dws_operator.sandbox.shapes import SHAPES, Shape, request_manifest, shape_for
-from dws_operator.sandbox.testbed import GkeLimits, emulator_config
+from dws_workshop.devcluster.stages import SIM_DURATION_ANNOTATION
+from dws_workshop.sandbox.figures import mixed_bound, percentile, queue_latencies, quota_bound
+from dws_workshop.sandbox.gke_view import GkeSnapshot, OperationTimes, PoolNow, wall_seconds
+from dws_workshop.sandbox.load import RequestRecord
+from dws_workshop.sandbox.process_usage import cpu_seconds, memory_bytes
+from dws_workshop.sandbox.shapes import SHAPES, Shape, request_manifest, shape_for
+from dws_workshop.sandbox.testbed import GkeLimits, emulator_config
 
 # Percentiles ------------------------------------------------------------------
 

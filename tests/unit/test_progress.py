@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dws_operator.sandbox.progress import ProgressLog, Snapshot
+from dws_workshop.sandbox.progress import ProgressLog, Snapshot
 
 
 def snap(at: float, phase: str | None, nodes: int = 0, message: str = "", **extra: int) -> Snapshot:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from dws_operator.emulator.scenario import SimScenario
+from dws_workshop.simulator.scenario import SimScenario
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -10,10 +10,27 @@ from typing import NoReturn
 
 from dws_operator import __version__
 
-#: Subcommands, each a module of this package with `register(subparsers)`. Only the one
-#: asked for is imported: `dws-operator run` must not load the emulator, the sandbox
-#: or the devcluster's libraries (memory and start-up time of the operator).
-COMMANDS = ("plan", "crd", "devcluster", "emulator", "run", "dev")
+#: Subcommands, each a module with `register(subparsers)`. Only the one asked for is
+#: imported: `dws-operator run` must not load the workshop or its libraries (memory and
+#: start-up time of the operator). The workshop's run from a checkout only.
+COMMANDS = {
+    "plan": "dws_operator.cli.plan",
+    "crd": "dws_operator.cli.crd",
+    "devcluster": "dws_workshop.cli.devcluster",
+    "emulator": "dws_workshop.cli.emulator",
+    "run": "dws_operator.cli.run",
+    "dev": "dws_workshop.cli.dev",
+}
+
+WORKSHOP = "dws_workshop."
+
+#: What `dws-operator dev` says where the workshop or its libraries are not there (an
+#: installed operator, or its image).
+NO_WORKSHOP = (
+    "{command} is a workshop command and cannot load here ({error}); the operator's "
+    "distribution does not carry the workshop: run it from a checkout (bash hack/run.sh "
+    "{command})"
+)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -32,7 +49,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dws-operator {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for name in COMMANDS if only is None else (only,):
-        importlib.import_module(f"dws_operator.cli.{name}").register(commands)
+        try:
+            module = importlib.import_module(COMMANDS[name])
+        except ModuleNotFoundError as error:
+            if not COMMANDS[name].startswith(WORKSHOP):
+                raise  # the operator's own: a broken installation, shown whole
+            if only is not None:
+                parser.exit(2, f"dws-operator: {NO_WORKSHOP.format(command=name, error=error)}\n")
+            continue  # `dws-operator --help` lists what is there
+        module.register(commands)
     return parser
 
 

@@ -11,19 +11,19 @@ import pytest
 from kubernetes import client as k8s
 
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
-from dws_operator.devcluster import DevCluster, DevClusterOptions
-from dws_operator.devcluster.crds import install_third_party_crds, install_training_request_crd
-from dws_operator.devcluster.jobset import JobSetManager
-from dws_operator.devcluster.kueue import KueueManager
-from dws_operator.emulator import (
+from dws_workshop.devcluster import DevCluster, DevClusterOptions
+from dws_workshop.devcluster.crds import install_third_party_crds, install_training_request_crd
+from dws_workshop.devcluster.jobset import JobSetManager
+from dws_workshop.devcluster.kueue import KueueManager
+from dws_workshop.devcluster.stages import kwok_config
+from dws_workshop.emulator import (
     DEFAULT_CLUSTER,
     ClusterManagerEmulator,
     EmulatorConfig,
     EmulatorThread,
 )
-from dws_operator.emulator.autoscaler import Autoscaler
-from dws_operator.emulator.scenario import SimScenario
-from dws_operator.emulator.stages import kwok_config
+from dws_workshop.simulator.autoscaler import Autoscaler
+from dws_workshop.simulator.scenario import SimScenario
 from tests.cluster.namespaces import fresh_namespace
 from tests.cluster.operator.harness import Scenario
 

@@ -9,14 +9,14 @@ from typing import Any
 from kubernetes import client as k8s
 
 from dws_operator.controller import KueueMode
-from dws_operator.devcluster.kueue import KueueManager, apply_kueue_objects
-from dws_operator.emulator.scenario import CapacityRule, Preemption, SimScenario
 from dws_operator.kueue_objects import (
     KUEUE_API_VERSION,
     KUEUE_GROUP,
     QUEUED_LOCAL_QUEUE,
     dws_objects,
 )
+from dws_workshop.devcluster.kueue import KueueManager, apply_kueue_objects
+from dws_workshop.simulator.scenario import CapacityRule, Preemption, SimScenario
 from tests.builders import gpu, tpu
 from tests.cluster.e2e.conftest import Stack
 from tests.cluster.operator.harness import Scenario

@@ -9,11 +9,11 @@ from typing import Any
 from kubernetes import client as k8s
 
 from dws_operator.controller import KueueMode
-from dws_operator.devcluster.kueue import KueueManager, apply_kueue_objects
-from dws_operator.emulator import DEFAULT_CLUSTER
-from dws_operator.emulator.scenario import Preemption, SimScenario
 from dws_operator.kueue_objects import LOCAL_QUEUE, dws_objects
 from dws_operator.naming import default_node_pool_name, slice_pool_names
+from dws_workshop.devcluster.kueue import KueueManager, apply_kueue_objects
+from dws_workshop.emulator import DEFAULT_CLUSTER
+from dws_workshop.simulator.scenario import Preemption, SimScenario
 from tests.builders import tpu
 from tests.cluster.e2e.conftest import Stack
 from tests.cluster.e2e.test_dws_flow import CLOCK, sim

@@ -6,8 +6,8 @@ pool at zero proves the operator's resize."""
 from __future__ import annotations
 
 from dws_operator.controller import OperatorThread
-from dws_operator.emulator import MethodFaults
-from dws_operator.emulator.scenario import SimScenario
+from dws_workshop.emulator import MethodFaults
+from dws_workshop.simulator.scenario import SimScenario
 from tests.builders import tpu
 from tests.cluster.e2e.conftest import Stack
 from tests.cluster.e2e.test_dws_flow import CLOCK, nodes, sim

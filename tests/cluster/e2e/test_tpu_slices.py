@@ -8,9 +8,9 @@ from typing import Any
 from kubernetes import client as k8s
 
 from dws_operator.controller import KueueMode
-from dws_operator.devcluster.kueue import KueueManager, apply_kueue_objects
-from dws_operator.emulator.scenario import SimScenario
 from dws_operator.kueue_objects import QUEUED_LOCAL_QUEUE, dws_objects
+from dws_workshop.devcluster.kueue import KueueManager, apply_kueue_objects
+from dws_workshop.simulator.scenario import SimScenario
 from tests.builders import tpu
 from tests.cluster.e2e.conftest import Stack
 from tests.cluster.e2e.test_dws_flow import CLOCK, nodes, sim

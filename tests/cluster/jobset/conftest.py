@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client as k8s
 
-from dws_operator.devcluster import DevCluster, DevClusterOptions
-from dws_operator.devcluster.crds import install_third_party_crds
-from dws_operator.devcluster.jobset import JobSetManager
-from dws_operator.emulator.stages import kwok_config
+from dws_workshop.devcluster import DevCluster, DevClusterOptions
+from dws_workshop.devcluster.crds import install_third_party_crds
+from dws_workshop.devcluster.jobset import JobSetManager
+from dws_workshop.devcluster.stages import kwok_config
 from tests.cluster.namespaces import fresh_namespace
 
 

@@ -11,7 +11,7 @@ import yaml
 from kubernetes import client as k8s
 
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
-from dws_operator.devcluster.jobset import JobSetManager
+from dws_workshop.devcluster.jobset import JobSetManager
 from tests.cluster.jobsets import (
     HOSTS_PER_SLICE,
     Slice,

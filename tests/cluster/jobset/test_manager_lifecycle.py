@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dws_operator.devcluster import DevCluster
-from dws_operator.devcluster.jobset import JobSetError, JobSetManager
+from dws_workshop.devcluster import DevCluster
+from dws_workshop.devcluster.jobset import JobSetError, JobSetManager
 from tests.polling import eventually
 
 

@@ -11,10 +11,6 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client as k8s
 
-from dws_operator.devcluster import DevCluster
-from dws_operator.devcluster.jobset import JobSetManager
-from dws_operator.devcluster.kubeerrors import NotFound, typed_errors
-from dws_operator.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_operator.kueue_objects import (
     KUEUE_API_VERSION,
     KUEUE_GROUP,
@@ -22,6 +18,10 @@ from dws_operator.kueue_objects import (
     QueueSetup,
     kueue_objects,
 )
+from dws_workshop.devcluster import DevCluster
+from dws_workshop.devcluster.jobset import JobSetManager
+from dws_workshop.devcluster.kubeerrors import NotFound, typed_errors
+from dws_workshop.devcluster.kueue import KueueManager, apply_kueue_objects
 
 T = TypeVar("T")
 

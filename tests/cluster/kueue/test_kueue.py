@@ -13,7 +13,6 @@ import yaml
 from kubernetes import client as k8s
 
 from dws_operator.catalog import GPU_RESOURCE, TPU_RESOURCE
-from dws_operator.devcluster.kueue import METRICS_CERT_DIR, KueueManager
 from dws_operator.kueue_objects import (
     CONSUME_PROVREQ_ANNOTATION,
     KUEUE_API_VERSION,
@@ -28,6 +27,7 @@ from dws_operator.kueue_objects import (
     tpu_flavor,
 )
 from dws_operator.workload import MAX_RUN_ANNOTATION, QUEUE_LABEL
+from dws_workshop.devcluster.kueue import METRICS_CERT_DIR, KueueManager
 from tests.cluster.kueue.conftest import condition, is_true, wait_for
 
 PROVREQ_GROUP = "autoscaling.x-k8s.io"

@@ -10,8 +10,8 @@ from typing import Any
 from kubernetes import client as k8s
 
 from dws_operator.catalog import NODE_POOL_LABEL_KEY, TPU_ACCELERATOR_LABEL_KEY, TPU_RESOURCE
-from dws_operator.devcluster.kueue import KueueManager
 from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP, Flavor, QueueSetup
+from dws_workshop.devcluster.kueue import KueueManager
 from tests.cluster.jobsets import (
     TPU_ACCELERATOR,
     Slice,

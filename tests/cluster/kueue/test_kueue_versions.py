@@ -18,16 +18,16 @@ import pytest
 
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
 from dws_operator.controller.kube import KubeApi, connect
-from dws_operator.devcluster import DevCluster
-from dws_operator.devcluster.binaries import third_party_crds
-from dws_operator.devcluster.crds import (
+from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
+from dws_operator.kueue_versions import MINIMUM_KUEUE_RELEASE, unsupported_kueue
+from dws_workshop.devcluster import DevCluster
+from dws_workshop.devcluster.binaries import third_party_crds
+from dws_workshop.devcluster.crds import (
     apply_crds,
     install_training_request_crd,
     load_crd_files,
 )
-from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
-from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
-from dws_operator.kueue_versions import MINIMUM_KUEUE_RELEASE, unsupported_kueue
+from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
 
 
 def served_versions(devcluster: DevCluster) -> tuple[str, ...]:

@@ -6,8 +6,8 @@ import pytest
 from kubernetes import client as k8s
 
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
-from dws_operator.devcluster import DevCluster
-from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
+from dws_workshop.devcluster import DevCluster
+from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
 from tests.cluster.operator.harness import Scenario
 
 

@@ -14,9 +14,9 @@ from google.cloud.container_v1.services.cluster_manager.transports import (
 from kubernetes import client as k8s
 
 from dws_operator.api import GROUP, PLURAL, VERSION
-from dws_operator.devcluster.kubeerrors import NotFound, typed_errors
-from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
 from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
+from dws_workshop.devcluster.kubeerrors import NotFound, typed_errors
+from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
 from tests.builders import manifest, spec_body
 from tests.polling import eventually
 

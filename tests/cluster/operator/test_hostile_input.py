@@ -9,8 +9,8 @@ from typing import Any
 from kubernetes import client as k8s
 
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
-from dws_operator.devcluster import DevCluster
-from dws_operator.emulator import DEFAULT_CLUSTER
+from dws_workshop.devcluster import DevCluster
+from dws_workshop.emulator import DEFAULT_CLUSTER
 from tests.builders import CONTAINER, gpu, tpu
 from tests.cluster.operator.harness import Scenario
 from tests.gke.harness import rendered

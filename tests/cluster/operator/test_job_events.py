@@ -8,7 +8,7 @@ import dataclasses
 import time
 
 from dws_operator.controller import OperatorConfig, OperatorThread
-from dws_operator.devcluster import DevCluster
+from dws_workshop.devcluster import DevCluster
 from tests.builders import tpu
 from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually

@@ -14,7 +14,7 @@ import yaml
 from kubernetes import client as k8s
 
 from dws_operator.controller import OperatorConfig, OperatorThread
-from dws_operator.devcluster import DevCluster
+from dws_workshop.devcluster import DevCluster
 from tests.builders import gpu
 from tests.cluster.operator.harness import Scenario
 

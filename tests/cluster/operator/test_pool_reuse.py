@@ -11,10 +11,10 @@ import pytest
 
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.controller import OperatorConfig, OperatorThread
-from dws_operator.devcluster import DevCluster
-from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
 from dws_operator.gke.labels import UID_LABEL
 from dws_operator.gke.shapes import SHAPE_LABEL
+from dws_workshop.devcluster import DevCluster
+from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
 from tests.builders import gpu
 from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually

@@ -12,8 +12,8 @@ from kubernetes import client as k8s
 from dws_operator.controller.config import OperatorConfig
 from dws_operator.controller.kube import KubeApi, connect
 from dws_operator.controller.runtime import build_controller
-from dws_operator.devcluster import DevCluster
 from dws_operator.workload import REQUEST_LABEL
+from dws_workshop.devcluster import DevCluster
 
 
 def _job(namespace: str, name: str, request: str, version: str) -> dict[str, Any]:

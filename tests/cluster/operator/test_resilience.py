@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
-from dws_operator.devcluster import DevCluster
-from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig, MethodFaults
+from dws_workshop.devcluster import DevCluster
+from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, MethodFaults
 from tests.builders import gpu, tpu
 from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 
-from dws_operator.devcluster import DevCluster
-from dws_operator.devcluster.kubeerrors import NotFound, typed_errors
-from dws_operator.emulator import ClusterManagerEmulator
+from dws_workshop.devcluster import DevCluster
+from dws_workshop.devcluster.kubeerrors import NotFound, typed_errors
+from dws_workshop.emulator import ClusterManagerEmulator
 from tests.builders import gpu
 from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually

@@ -8,7 +8,7 @@ import time
 import pytest
 from kubernetes import client as k8s
 
-from dws_operator.emulator import (
+from dws_workshop.emulator import (
     DEFAULT_CLUSTER,
     ClusterConfig,
     ClusterManagerEmulator,

@@ -11,8 +11,8 @@ from kubernetes import client as k8s
 
 from dws_operator.controller.config import OperatorConfig
 from dws_operator.controller.runner import OperatorThread
-from dws_operator.devcluster import DevCluster
-from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig
+from dws_workshop.devcluster import DevCluster
+from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig
 from tests.builders import gpu
 from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dws_operator.sandbox.chaos import ChaosOptions, ChaosRun, clean
+from dws_workshop.sandbox.chaos import ChaosOptions, ChaosRun, clean
 
 
 def test_no_orphan_no_duplicate_nothing_lost(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dws_operator.sandbox.scaling import waiting_cost
-from dws_operator.sandbox.testbed import GkeLimits
+from dws_workshop.sandbox.scaling import waiting_cost
+from dws_workshop.sandbox.testbed import GkeLimits
 
 #: GKE's minutes in seconds: a create's 40 s take 1 s, so 100 creates take ~20 s.
 LIMITS = GkeLimits(clock_factor=40.0)

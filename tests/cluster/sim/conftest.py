@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterator
 import pytest
 from kubernetes import client as k8s
 
-from dws_operator.devcluster import DevCluster, DevClusterOptions
-from dws_operator.devcluster.crds import install_third_party_crds
-from dws_operator.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
-from dws_operator.emulator.autoscaler import Autoscaler
-from dws_operator.emulator.scenario import SimScenario
-from dws_operator.emulator.stages import kwok_config
+from dws_workshop.devcluster import DevCluster, DevClusterOptions
+from dws_workshop.devcluster.crds import install_third_party_crds
+from dws_workshop.devcluster.stages import kwok_config
+from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
+from dws_workshop.simulator.autoscaler import Autoscaler
+from dws_workshop.simulator.scenario import SimScenario
 from tests.cluster.namespaces import fresh_namespace
 from tests.cluster.sim.harness import Sim
 

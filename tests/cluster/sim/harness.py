@@ -11,8 +11,8 @@ from google.cloud import container_v1
 from kubernetes import client as k8s
 
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
-from dws_operator.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
 from dws_operator.gke import NodePoolClient
+from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
 from tests.gke.harness import UID, run
 
 CONTAINER_IMAGE = "us-docker.pkg.dev/example/train:1"

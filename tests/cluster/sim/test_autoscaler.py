@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from google.cloud import container_v1
 
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
-from dws_operator.emulator.scenario import CapacityRule, Preemption, SimScenario
-from dws_operator.emulator.stages import SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION
+from dws_workshop.devcluster.stages import SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION
+from dws_workshop.simulator.scenario import CapacityRule, Preemption, SimScenario
 from tests.builders import gpu, tpu
 from tests.cluster.sim.conftest import StartAutoscaler
 from tests.cluster.sim.harness import Sim, never

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from dws_operator.emulator.scenario import SimScenario
+from dws_workshop.simulator.scenario import SimScenario
 from tests.builders import gpu
 from tests.cluster.sim.conftest import StartAutoscaler
 from tests.cluster.sim.harness import Sim, never

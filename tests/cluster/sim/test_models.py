@@ -6,7 +6,9 @@ import pytest
 import yaml
 from google.cloud import container_v1
 
-from dws_operator.emulator.nodes import (
+from dws_operator.gke.ceiling import max_nodes
+from dws_workshop.devcluster.stages import kwok_config
+from dws_workshop.simulator.nodes import (
     accepts,
     allocatable_cpu_millis,
     allocatable_memory_mib,
@@ -14,9 +16,7 @@ from dws_operator.emulator.nodes import (
     node_resources,
     pool_shape,
 )
-from dws_operator.emulator.scenario import CapacityRule, SimScenario
-from dws_operator.emulator.stages import kwok_config
-from dws_operator.gke.ceiling import max_nodes
+from dws_workshop.simulator.scenario import CapacityRule, SimScenario
 from tests.builders import gpu, tpu
 from tests.gke.harness import queued_tpu, rendered
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
-from dws_operator.emulator.scenario import SimScenario
+from dws_workshop.simulator.scenario import SimScenario
 from tests.cluster.sim.conftest import StartAutoscaler
 from tests.cluster.sim.harness import CONTAINER_IMAGE, Sim, never
 from tests.gke.harness import LABELS, queued_tpu

@@ -1,6 +1,0 @@
-"""`dws-operator dev`: the control plane, the GKE emulator and its autoscaler, and the
-operator on one machine, following one TrainingRequest on the terminal."""
-
-from dws_operator.sandbox.session import Sandbox, SandboxOptions
-
-__all__ = ["Sandbox", "SandboxOptions"]

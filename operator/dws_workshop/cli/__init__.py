@@ -1,0 +1,1 @@
+"""The workshop's `dws-operator` subcommands: `dev`, `devcluster`, `emulator`."""

@@ -1,0 +1,224 @@
+"""`dws-operator dev`: the whole product on one machine, with one command.
+
+A real control plane (with kwok playing the kubelet), the GKE emulator with its
+autoscaler (GKE's minutes run as seconds), and the operator; then one TrainingRequest
+applied and followed on the terminal until its pool is back at zero.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+from kubernetes import client as k8s
+
+from dws_operator.api import GROUP, PLURAL, TERMINAL_PHASES, VERSION
+from dws_operator.catalog import NODE_POOL_LABEL_KEY
+from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
+from dws_operator.durations import parse_duration
+from dws_operator.kueue_objects import LOCAL_QUEUE as QUEUE
+from dws_operator.kueue_objects import QUEUED_LOCAL_QUEUE as QUEUED_QUEUE
+from dws_operator.kueue_objects import dws_objects
+from dws_workshop.devcluster import DevCluster, DevClusterOptions, MissingBinaries, find_binaries
+from dws_workshop.devcluster.crds import install_third_party_crds, install_training_request_crd
+from dws_workshop.devcluster.jobset import JobSetManager
+from dws_workshop.devcluster.kueue import KueueManager, apply_kueue_objects
+from dws_workshop.devcluster.stages import kwok_config
+from dws_workshop.emulator import DEFAULT_CLUSTER, EmulatorConfig, EmulatorThread
+from dws_workshop.sandbox.progress import ProgressLog, Snapshot
+from dws_workshop.simulator.autoscaler import Autoscaler
+from dws_workshop.simulator.scenario import CapacityRule, SimScenario, load_scenario
+
+NAMESPACE = "default"
+#: GKE's minutes as seconds: capacity after 5 simulated minutes arrives after 5 s.
+DEFAULT_SCENARIO = SimScenario(clock_factor=60.0, capacity=[CapacityRule(after_seconds=300.0)])
+
+
+@dataclass(frozen=True)
+class SandboxOptions:
+    manifest: Path | None = None
+    kubeconfig: Path | None = None
+    scenario: Path | None = None
+    exit_when_done: bool = False
+    #: Give up following the request after this long (the sandbox itself keeps running).
+    follow_timeout: float = 600.0
+
+
+def default_manifest() -> dict[str, Any]:
+    text = resources.files("dws_workshop.sandbox").joinpath("sample.yaml").read_text()
+    document: dict[str, Any] = yaml.safe_load(text)
+    return document
+
+
+def _load(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return default_manifest()
+    documents = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    requests: list[dict[str, Any]] = [d for d in documents if d.get("kind") == "TrainingRequest"]
+    if len(requests) != 1:
+        raise ValueError(f"{path} must hold exactly one TrainingRequest, not {len(requests)}")
+    return requests[0]
+
+
+class Sandbox:
+    def __init__(self, options: SandboxOptions, out: TextIO = sys.stdout) -> None:
+        self.options = options
+        self.out = out
+        self.stop = threading.Event()
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def run(self) -> int:
+        manifest = _load(self.options.manifest)
+        scenario = (
+            load_scenario(self.options.scenario) if self.options.scenario else DEFAULT_SCENARIO
+        )
+        kubeconfig = self.options.kubeconfig or (
+            Path(tempfile.gettempdir()) / "dws-sandbox" / "kubeconfig"
+        )
+        began = time.monotonic()
+        with contextlib.ExitStack() as stack:
+            self.say("dws-operator dev: starting etcd, kube-apiserver, controllers and kwok ...")
+            cluster = stack.enter_context(
+                DevCluster(
+                    DevClusterOptions(
+                        controllers=True, kwok=True, stages=kwok_config(), kubeconfig=kubeconfig
+                    )
+                )
+            )
+            api = cluster.api_client()
+            stack.callback(api.close)
+            install_training_request_crd(api)
+            kueue = self._start_kueue(stack, api, cluster.kubeconfig)
+            emulator = stack.enter_context(
+                EmulatorThread(EmulatorConfig(operation_latency_seconds=1.0))
+            )
+            stack.enter_context(Autoscaler(emulator, cluster.kubeconfig, scenario))
+            config = OperatorConfig(
+                project="dws-sandbox",
+                location="us-central1",
+                cluster=DEFAULT_CLUSTER.rsplit("/", 1)[-1],
+                gke_endpoint=emulator.endpoint,
+                compute_endpoint=emulator.compute_endpoint,
+                kueue=KueueMode.REQUIRED if kueue else KueueMode.DISABLED,
+                default_queue=QUEUE if kueue else None,
+                queued_queue=QUEUED_QUEUE if kueue else None,
+            )
+            stack.enter_context(OperatorThread(config, kubeconfig=cluster.kubeconfig))
+            self.say(
+                f"dws-operator dev: sandbox ready in {time.monotonic() - began:.1f}s "
+                f"(GKE emulator at {emulator.endpoint}, clock x{scenario.clock_factor:g})"
+            )
+            phase = self._follow(api, manifest)
+            self._usage(cluster.kubeconfig)
+            if self.options.exit_when_done:
+                return 0 if phase == "Succeeded" else 1
+            self.stop.wait()
+        return 0
+
+    def _start_kueue(
+        self, stack: contextlib.ExitStack, api: k8s.ApiClient, kubeconfig: Path
+    ) -> bool:
+        """Kueue and the JobSet controller, when their binaries are built: two queues,
+        `dws-queue` for everything and `dws-queued` (ProvisioningRequest admission check)
+        for queued provisioning; JobSets (multi-slice TPU) run through either."""
+        try:
+            find_binaries(["kueue", "jobset"], build=False)
+        except MissingBinaries:
+            self.say(
+                "dws-operator dev: running without Kueue and JobSet (their managers are not "
+                "built: bash hack/k8s-binaries.sh kueue jobset)"
+            )
+            return False
+        # Kueue sets up its JobSet integration and the ProvisioningRequest check only for
+        # APIs served when it starts: every CRD first.
+        install_third_party_crds(api)
+        stack.enter_context(JobSetManager(kubeconfig))
+        stack.enter_context(KueueManager(kubeconfig))
+        apply_kueue_objects(api, dws_objects([NAMESPACE]))
+        self.say(
+            f"dws-operator dev: Kueue admits the Jobs and JobSets (LocalQueues {QUEUE}, "
+            f"{QUEUED_QUEUE})"
+        )
+        return True
+
+    def _follow(self, api: k8s.ApiClient, manifest: dict[str, Any]) -> str | None:
+        objects = k8s.CustomObjectsApi(api)
+        name = manifest["metadata"]["name"]
+        objects.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, manifest)
+        self.say(f"dws-operator dev: applied TrainingRequest {NAMESPACE}/{name}")
+        log, start = ProgressLog(), time.monotonic()
+        tty = self.out.isatty()
+        phase: str | None = None
+        while time.monotonic() - start < self.options.follow_timeout and not self.stop.is_set():
+            body: Any = objects.get_namespaced_custom_object(
+                GROUP, VERSION, NAMESPACE, PLURAL, name
+            )
+            status = body.get("status") or {}
+            plan = status.get("plan") or {}
+            # Every slice's pool (several for Multislice), else the one pool.
+            pools = [s["nodePool"] for s in status.get("slices") or []] or [
+                p for p in [(status.get("nodePool") or {}).get("name")] if p
+            ]
+            nodes = 0
+            if pools:
+                selector = f"{NODE_POOL_LABEL_KEY} in ({','.join(pools)})"
+                nodes = len(k8s.CoreV1Api(api).list_node(label_selector=selector).items)
+            phase = status.get("phase")
+            snapshot = Snapshot(
+                at=time.monotonic() - start,
+                phase=phase,
+                message=status.get("message") or "",
+                nodes=nodes,
+                planned_nodes=plan.get("totalNodes") or plan.get("nodes"),
+                max_wait_seconds=_seconds(body["spec"]["provisioning"].get("maxWaitDuration")),
+                restarts=status.get("restarts", 0),
+            )
+            lines = log.update(snapshot)
+            if tty:
+                bar = log.bar(snapshot)
+                print("\r\033[K", end="", file=self.out)
+                for line in lines:
+                    print(line, file=self.out)
+                if bar:
+                    print(bar, end="", file=self.out, flush=True)
+            else:
+                for line in lines:
+                    self.say(line)
+            if phase in TERMINAL_PHASES and status.get("scaledDownAt") and nodes == 0:
+                break
+            if (
+                phase == "Failed"
+                and nodes == 0
+                and time.monotonic() - (start + (log.finished_at or 0)) > 5
+            ):
+                break
+            time.sleep(0.25)
+        if tty:
+            print("\r\033[K", end="", file=self.out)
+        for line in log.summary():
+            self.say(line)
+        return phase
+
+    def _usage(self, kubeconfig: Path) -> None:
+        self.say(
+            f"\nkubeconfig: {kubeconfig}\n"
+            f"  kubectl --kubeconfig {kubeconfig} get trainingrequests -o wide\n"
+            f"  kubectl --kubeconfig {kubeconfig} get jobs,pods,nodes\n"
+            f"  kubectl --kubeconfig {kubeconfig} apply -f manifests/samples/"
+        )
+        if not self.options.exit_when_done:
+            self.say("The sandbox keeps running; Ctrl-C stops it and removes everything.")
+
+
+def _seconds(text: str | None) -> int | None:
+    return int(parse_duration(text).total_seconds()) if text else None
