@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -18,4 +19,28 @@ def eventually(probe: Callable[[], T | None], timeout: float = 30.0, what: str =
         if last:
             return last
         time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or probe}: {last!r}")
+
+
+def never(probe: Callable[[], object], duration: float, what: str) -> None:
+    """Fail as soon as `probe` returns something truthy within `duration` seconds: for
+    what must not happen, where no event says the chance for it is over."""
+    deadline = time.monotonic() + duration
+    while time.monotonic() < deadline:
+        seen = probe()
+        assert not seen, f"{what}: {seen!r}"
+        time.sleep(0.1)
+
+
+async def until(
+    probe: Callable[[], Awaitable[T | None]], timeout: float = 30.0, what: str = ""
+) -> T:
+    """`eventually` for a coroutine: await `probe` until it answers something truthy."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(0.05)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or probe}: {last!r}")

@@ -9,10 +9,12 @@ from typing import Any, TypeVar
 
 import pytest
 
+from dws_operator import rfc3339
 from dws_operator.controller.fence import LeaseLost
 from dws_operator.controller.kube import Conflict, KubeApi, connect
 from dws_operator.controller.leader import LeaderElector, LeaseSettings
 from dws_workshop.devcluster import DevCluster
+from tests.polling import until
 
 T = TypeVar("T")
 
@@ -68,11 +70,15 @@ def test_one_holds_the_other_waits(devcluster: DevCluster, namespace: str) -> No
         # The holder renews: the other keeps waiting through several lease durations.
         keeping = asyncio.create_task(one.keep())
         waited = asyncio.create_task(two.acquire())
-        await asyncio.sleep(3 * DURATION)
+        first = rfc3339.parse(spec["renewTime"])
+
+        async def renewed_for_three_durations() -> bool:
+            renewed = rfc3339.parse((await _lease(kube, namespace))["renewTime"])
+            return (renewed - first).total_seconds() >= 3 * DURATION
+
+        await until(renewed_for_three_durations, what="renewals over three lease durations")
         assert not waited.done()
         assert not keeping.done()
-        renewed = (await _lease(kube, namespace))["renewTime"]
-        assert renewed > spec["renewTime"]
         waited.cancel()
         keeping.cancel()
 
@@ -119,8 +125,13 @@ def test_a_paused_holder_gives_up(devcluster: DevCluster, namespace: str) -> Non
 def test_a_holder_whose_lease_was_taken_stops(devcluster: DevCluster, namespace: str) -> None:
     async def body(one: LeaderElector, two: LeaderElector, kube: KubeApi) -> None:
         assert await one.acquire()
+        acquired = (await _lease(kube, namespace))["renewTime"]
         keeping = asyncio.create_task(one.keep())
-        await asyncio.sleep(2 * RETRY)
+
+        async def renewed() -> bool:
+            return bool((await _lease(kube, namespace))["renewTime"] > acquired)
+
+        await until(renewed, what="a renewal")
         assert one.valid()
         # Someone else writes the Lease (a person, another controller's bug): the holder
         # sees it at its next renewal and stops.

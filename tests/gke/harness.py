@@ -7,7 +7,6 @@ no async test plugin is needed.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -25,6 +24,7 @@ from dws_operator.gke import (
 from dws_operator.planning import plan_slice
 from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
 from tests.builders import make_spec, tpu
+from tests.polling import eventually
 
 T = TypeVar("T")
 MakeEmulator = Callable[[EmulatorConfig], ClusterManagerEmulator]
@@ -112,12 +112,17 @@ def make_policy(
     assert answer.status_code == 200, answer.text
     if not ready:
         return
-    deadline = time.monotonic() + 10
-    while (policy := emulator.compute.policy("dws-sandbox", region, name)) is None or (
-        policy.status != "READY"
-    ):
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    policy_ready(emulator, name, region)
+
+
+def policy_ready(emulator: ClusterManagerEmulator, name: str, region: str) -> None:
+    """Until the workload policy `name` is READY (its insert operation done)."""
+
+    def ready() -> bool:
+        policy = emulator.compute.policy("dws-sandbox", region, name)
+        return policy is not None and policy.status == "READY"
+
+    eventually(ready, timeout=10, what=f"{name} READY")
 
 
 def rendered(

@@ -7,7 +7,6 @@ policies the same emulator serves, as GKE checks them against Compute.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +21,7 @@ from dws_workshop.emulator.placement import SINGLE_HOST_TOPOLOGY
 from dws_workshop.simulator.nodes import pool_shape
 from tests.builders import gpu, tpu
 from tests.gke.harness import FAST, UID, MakeEmulator, make_policy, policies_url, rendered, run
+from tests.polling import eventually
 
 NodePool = container_v1.NodePool
 Placement = NodePool.PlacementPolicy
@@ -320,8 +320,5 @@ def test_a_policy_being_deleted_or_gone_cannot_place_new_pools(
     make_policy(emulator, "wp")
     assert requests.delete(policies_url(emulator, "wp"), timeout=10).status_code == 200
     assert "is DELETING, not READY" in refused(emulator, tpu7x(policy_name="wp")).message
-    deadline = time.monotonic() + 10
-    while emulator.compute.policy(PROJECT, REGION, "wp") is not None:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    eventually(lambda: emulator.compute.policy(PROJECT, REGION, "wp") is None, 10, "wp deleted")
     assert f"{POLICY_PATH}/wp not found" in refused(emulator, tpu7x(policy_name="wp")).message

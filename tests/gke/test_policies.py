@@ -22,7 +22,7 @@ from dws_operator.gke import (
     workload_policy_name,
 )
 from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, MethodFaults
-from tests.gke.harness import FAST, MakeEmulator, policies_url
+from tests.gke.harness import FAST, MakeEmulator, policies_url, policy_ready
 
 T = TypeVar("T")
 PROJECT, REGION = "dws-sandbox", "us-central1"
@@ -56,16 +56,6 @@ def ensure(
         return await client.ensure_workload_policy(region, topology)
 
     return run_policies(emulator.compute_endpoint, scenario, **kw)
-
-
-def wait_until_ready(emulator: ClusterManagerEmulator, name: str) -> None:
-    deadline = time.monotonic() + 10
-    while True:
-        policy = emulator.compute.policy(PROJECT, REGION, name)
-        if policy is not None and policy.status == "READY":
-            return
-        assert time.monotonic() < deadline, f"{name} never turned READY"
-        time.sleep(0.02)
 
 
 def faulty(method: str, **faults: Any) -> EmulatorConfig:
@@ -198,7 +188,7 @@ def test_a_policy_still_being_created_is_retryable(make_emulator: MakeEmulator) 
         ensure(emulator)
     assert (caught.value.retryable, caught.value.reason) == (True, "WorkloadPolicyNotReady")
     assert "CREATING" in caught.value.message
-    wait_until_ready(emulator, NAME)
+    policy_ready(emulator, NAME, REGION)
     assert ensure(emulator) == NAME
     assert emulator.compute.call_counts()["resourcePolicies.insert"] == 1  # only ours above
 
@@ -288,7 +278,7 @@ def test_a_slow_operation_times_out_retryably_and_is_found_later(
         ensure(emulator, poll=short)
     assert time.monotonic() - began < 0.6  # the wait call was cut at the deadline
     assert (caught.value.retryable, caught.value.reason) == (True, "OperationTimeout")
-    wait_until_ready(emulator, NAME)
+    policy_ready(emulator, NAME, REGION)
     assert ensure(emulator) == NAME
     assert emulator.compute.call_counts()["resourcePolicies.insert"] == 1
 

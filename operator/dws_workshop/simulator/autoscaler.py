@@ -97,6 +97,9 @@ class Autoscaler:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        #: Passes finished (failed ones too): how a watcher knows the autoscaler has
+        #: looked again since some moment, rather than sleeping and hoping it did.
+        self.passes = 0
         self._preemptions: list[Preemption] = sorted(
             self.scenario.preemptions, key=lambda p: p.at_seconds
         )
@@ -148,6 +151,8 @@ class Autoscaler:
                 with self._lock:
                     self.errors.append(f"{type(error).__name__}: {error}")
                     del self.errors[:-MAX_ERRORS]
+            with self._lock:
+                self.passes += 1
             self._stop.wait(self.interval)
 
     @property

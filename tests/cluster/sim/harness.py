@@ -3,8 +3,6 @@ through the real API server."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 from google.cloud import container_v1
@@ -16,15 +14,6 @@ from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
 from tests.gke.harness import UID, run
 
 CONTAINER_IMAGE = "us-docker.pkg.dev/example/train:1"
-
-
-def never(probe: Callable[[], object], duration: float, what: str) -> None:
-    """Fail as soon as `probe` returns something truthy within `duration` seconds."""
-    deadline = time.monotonic() + duration
-    while time.monotonic() < deadline:
-        seen = probe()
-        assert not seen, f"{what}: {seen!r}"
-        time.sleep(0.1)
 
 
 class Sim:

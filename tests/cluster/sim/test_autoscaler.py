@@ -12,9 +12,9 @@ from dws_workshop.devcluster.stages import SIM_DURATION_ANNOTATION, SIM_EXIT_COD
 from dws_workshop.simulator.scenario import CapacityRule, Preemption, SimScenario
 from tests.builders import gpu, tpu
 from tests.cluster.sim.conftest import StartAutoscaler
-from tests.cluster.sim.harness import Sim, never
+from tests.cluster.sim.harness import Sim
 from tests.gke.harness import LABELS, rendered
-from tests.polling import eventually
+from tests.polling import eventually, never
 
 TPU_TOLERATION = {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -36,7 +36,7 @@ def l4_pod(sim: Sim, name: str, pool: str, **annotations: str) -> None:
 def test_v6e_flex_start_slice_nodes_carry_gke_labels_taints_and_resources(
     sim: Sim, start_autoscaler: StartAutoscaler
 ) -> None:
-    start_autoscaler(SimScenario(clock_factor=FAST))
+    autoscaler = start_autoscaler(SimScenario(clock_factor=FAST))
     sim.create_pool(rendered(tpu("v6e", "4x4"), "FlexStart", name="v6e-flex"))
     selector = {
         NODE_POOL_LABEL_KEY: "v6e-flex",
@@ -121,8 +121,10 @@ def test_v6e_flex_start_slice_nodes_carry_gke_labels_taints_and_resources(
         ),
         what="only the TPU taint",
     )
-    # The slice is complete: no second one for pods that are running.
-    time.sleep(0.5)
+    # The slice is complete: no second one for pods that are running, however many
+    # more times the autoscaler looks.
+    looked = autoscaler.passes
+    eventually(lambda: autoscaler.passes >= looked + 3, what="three more autoscaler passes")
     assert len(sim.nodes("v6e-flex")) == 4
 
 

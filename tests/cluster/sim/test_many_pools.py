@@ -9,10 +9,10 @@ import time
 from dws_workshop.simulator.scenario import SimScenario
 from tests.builders import gpu
 from tests.cluster.sim.conftest import StartAutoscaler
-from tests.cluster.sim.harness import Sim, never
+from tests.cluster.sim.harness import Sim
 from tests.cluster.sim.test_autoscaler import FAST, l4_pod
 from tests.gke.harness import rendered
-from tests.polling import eventually
+from tests.polling import eventually, never
 
 #: Simulated seconds a scale-up waits with more pools than the threshold: 4 real seconds.
 DELAY = 240.0

@@ -9,9 +9,9 @@ from typing import Any
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_workshop.simulator.scenario import SimScenario
 from tests.cluster.sim.conftest import StartAutoscaler
-from tests.cluster.sim.harness import CONTAINER_IMAGE, Sim, never
+from tests.cluster.sim.harness import CONTAINER_IMAGE, Sim
 from tests.gke.harness import LABELS, queued_tpu
-from tests.polling import eventually
+from tests.polling import eventually, never
 
 POOL = "v6e-q"
 #: One simulated minute per real second.
