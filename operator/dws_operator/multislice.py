@@ -14,12 +14,14 @@ written out, so the object means the same with or without that webhook.
 
 from __future__ import annotations
 
+from typing import Final
+
 from dws_operator.api import TrainingRequestSpec
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
+from dws_operator.kube_types import EnvVar, JobSet, JobSetSpec, ReplicatedJob
 from dws_operator.planning import SlicePlan
 from dws_operator.workload import (
     ATTEMPT_LABEL,
-    Manifest,
     RequestRef,
     attempt_env,
     indexed_job_spec,
@@ -34,7 +36,7 @@ JOBSET_GROUP = "jobset.x-k8s.io"
 JOBSET_VERSION = "v1alpha2"
 JOBSET_API_VERSION = f"{JOBSET_GROUP}/{JOBSET_VERSION}"
 JOBSET_PLURAL = "jobsets"
-JOBSET_KIND = "JobSet"
+JOBSET_KIND: Final = "JobSet"
 #: The JobSet webhook refuses a JobSet whose longest pod name,
 #: `<jobset>-<replicated job>-<job index>-<pod index>-<5 random>`, passes 63 characters.
 #: With `-r100` (a restart), `-s63`, `-0`, a 4-digit pod index (v5p's largest slice has
@@ -56,7 +58,7 @@ def child_job_name(jobset: str, slice_index: int) -> str:
     return f"{jobset}-{replicated_job_name(slice_index)}-0"
 
 
-def _slice_env(plan: SlicePlan, jobset: str, index: int) -> list[Manifest]:
+def _slice_env(plan: SlicePlan, jobset: str, index: int) -> list[EnvVar]:
     # Worker k of slice i is `<child job>-<k>.<jobset>`, as for a single slice's Job.
     coordinator = f"{child_job_name(jobset, 0)}-0.{jobset}"
     return [
@@ -75,12 +77,12 @@ def render_jobset(
     *,
     attempt: int = 0,
     queue: str | None = None,
-) -> Manifest:
+) -> JobSet:
     """The JobSet of one attempt. `queue` set means Kueue admits it (created suspended)."""
     if len(plan.pool_names) != plan.slices:
         raise ValueError("a multi-slice plan needs every slice's pool name")
     name = job_name(ref.name, attempt)
-    replicated = []
+    replicated: list[ReplicatedJob] = []
     for index, pool in enumerate(plan.pool_names):
         env = _slice_env(plan, name, index) + attempt_env(spec, attempt)
         template = pod_template(
@@ -104,7 +106,7 @@ def render_jobset(
             }
         )
     queue_labels, annotations = queue_metadata(spec, plan, queue)
-    jobset_spec: Manifest = {
+    jobset_spec: JobSetSpec = {
         "replicatedJobs": replicated,
         "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
         "successPolicy": {"operator": "All", "targetReplicatedJobs": []},

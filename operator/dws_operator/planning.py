@@ -38,6 +38,7 @@ from dws_operator.catalog import (
 from dws_operator.catalog.modes import RESERVATION_NAME_KEY
 from dws_operator.durations import parse_duration
 from dws_operator.errors import InvalidSpec
+from dws_operator.kube_types import TaintEffect
 from dws_operator.naming import slice_pool_names
 from dws_operator.validation import spec_errors
 
@@ -48,9 +49,9 @@ class PlanModel(ApiModel):
 
 class TolerationPlan(PlanModel):
     key: str
-    operator: str
+    operator: Literal["Equal", "Exists"]
     value: str
-    effect: str
+    effect: TaintEffect
 
     @classmethod
     def of(cls, toleration: Toleration) -> TolerationPlan:

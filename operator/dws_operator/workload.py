@@ -16,9 +16,19 @@ from typing import Any
 from dws_operator.api import API_VERSION, KIND, ProvisioningSpec, TrainingRequestSpec
 from dws_operator.catalog import MODE_SETTINGS
 from dws_operator.identity import MANAGED_BY
+from dws_operator.kube_types import (
+    EnvVar,
+    Job,
+    JobSpec,
+    OwnerReference,
+    PodTemplate,
+    Service,
+    Toleration,
+)
 from dws_operator.kueue_objects import PROVREQ_PARAMETER_PREFIX
-from dws_operator.planning import SlicePlan
+from dws_operator.planning import SlicePlan, TolerationPlan
 
+#: A part of the user's pod template (a container, a port): any field Kubernetes has.
 Manifest = dict[str, Any]
 
 REQUEST_LABEL = "dws-operator.dev/training-request"
@@ -45,7 +55,7 @@ class RequestRef:
     namespace: str
     uid: str
 
-    def owner_reference(self) -> Manifest:
+    def owner_reference(self) -> OwnerReference:
         return {
             "apiVersion": API_VERSION,
             "kind": KIND,
@@ -75,7 +85,7 @@ def labels_for(ref: RequestRef, extra: Mapping[str, str] = {}) -> dict[str, str]
     return {**MANAGED_BY, REQUEST_LABEL: ref.name, **extra}
 
 
-def render_service(ref: RequestRef) -> Manifest:
+def render_service(ref: RequestRef) -> Service:
     """Headless: DNS gives each pod `<job>-<index>.<service>` and nothing load-balances."""
     return {
         "apiVersion": "v1",
@@ -95,20 +105,24 @@ def render_service(ref: RequestRef) -> Manifest:
     }
 
 
-def _merge_tolerations(own: list[Manifest], required: list[Manifest]) -> list[Manifest]:
+def _merge_tolerations(own: list[Manifest], required: list[Toleration]) -> list[Manifest]:
     merged = list(own)
     for toleration in required:
         if toleration not in merged:
-            merged.append(toleration)
+            merged.append(dict(toleration))
     return merged
 
 
-def worker_env(plan: SlicePlan, job: str, service: str) -> list[Manifest]:
+def _toleration(plan: TolerationPlan) -> Toleration:
+    return {"key": plan.key, "operator": plan.operator, "value": plan.value, "effect": plan.effect}
+
+
+def worker_env(plan: SlicePlan, job: str, service: str) -> list[EnvVar]:
     """TPU_WORKER_ID (the pod's completion index) and every worker's hostname, in order."""
     hostnames = ",".join(f"{job}-{i}.{service}" for i in range(plan.nodes))
-    index = {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"}}
+    index = f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"
     return [
-        {"name": "TPU_WORKER_ID", "valueFrom": index},
+        {"name": "TPU_WORKER_ID", "valueFrom": {"fieldRef": {"fieldPath": index}}},
         {"name": "TPU_WORKER_HOSTNAMES", "value": hostnames},
     ]
 
@@ -122,7 +136,7 @@ def _accelerator_container(containers: list[Manifest], resource: str) -> int:
     return 0
 
 
-def _training_container(container: Manifest, plan: SlicePlan, env: list[Manifest]) -> Manifest:
+def _training_container(container: Manifest, plan: SlicePlan, env: list[EnvVar]) -> Manifest:
     """The training container gets all of the node's chips (`chipsPerNode`) in requests
     and limits: a pod asking for more than a node has would never be scheduled."""
     resources = container.setdefault("resources", {})
@@ -142,9 +156,9 @@ def _training_container(container: Manifest, plan: SlicePlan, env: list[Manifest
     return container
 
 
-def attempt_env(spec: TrainingRequestSpec, attempt: int) -> list[Manifest]:
+def attempt_env(spec: TrainingRequestSpec, attempt: int) -> list[EnvVar]:
     """Lets the training code tell a restart (resume from its checkpoint) from a first run."""
-    env = [{"name": ATTEMPT_ENV, "value": str(attempt)}]
+    env: list[EnvVar] = [{"name": ATTEMPT_ENV, "value": str(attempt)}]
     if spec.checkpoint_dir is not None:
         env.append({"name": CHECKPOINT_ENV, "value": spec.checkpoint_dir})
     return env
@@ -154,12 +168,12 @@ def pod_template(
     ref: RequestRef,
     spec: TrainingRequestSpec,
     plan: SlicePlan,
-    env: list[Manifest],
+    env: list[EnvVar],
     *,
     attempt: int,
     subdomain: str | None,
     node_selector: Mapping[str, str] = {},
-) -> Manifest:
+) -> PodTemplate:
     """The user's template with the slice's chips, selectors, tolerations and `env`."""
     template = spec.template.model_dump(by_alias=True, exclude_none=True, mode="json")
     pod_meta = template.get("metadata") or {}
@@ -175,7 +189,7 @@ def pod_template(
     }
     pod_spec["tolerations"] = _merge_tolerations(
         pod_spec.get("tolerations", []),
-        [t.model_dump(by_alias=True) for t in plan.tolerations],
+        [_toleration(t) for t in plan.tolerations],
     )
     pod_spec["restartPolicy"] = "Never" if multi_host else "OnFailure"
     if subdomain is not None:
@@ -190,7 +204,7 @@ def pod_template(
     }
 
 
-def indexed_job_spec(plan: SlicePlan, template: Manifest) -> Manifest:
+def indexed_job_spec(plan: SlicePlan, template: PodTemplate) -> JobSpec:
     """One multi-host slice: an Indexed Job with one pod per node."""
     return {
         "template": template,
@@ -235,7 +249,7 @@ def render_job(
     *,
     attempt: int = 0,
     queue: str | None = None,
-) -> Manifest:
+) -> Job:
     """The Job of one attempt. `queue` set means Kueue admits it (created suspended)."""
     name = job_name(ref.name, attempt)
     multi_host = not plan.single_host
@@ -251,6 +265,7 @@ def render_job(
         attempt=attempt,
         subdomain=service_name(ref.name) if multi_host else None,
     )
+    job_spec: JobSpec
     if multi_host:
         job_spec = indexed_job_spec(plan, template)
     else:

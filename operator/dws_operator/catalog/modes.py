@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Literal
+
+from dws_operator.kube_types import TaintEffect
 
 FLEX_START_LABEL_KEY = "cloud.google.com/gke-flex-start"
 SPOT_LABEL_KEY = "cloud.google.com/gke-spot"
@@ -39,8 +42,8 @@ class ReservationAffinity(StrEnum):
 class Toleration:
     key: str
     value: str
-    effect: str = "NoSchedule"
-    operator: str = "Equal"
+    effect: TaintEffect = "NoSchedule"
+    operator: Literal["Equal", "Exists"] = "Equal"
 
 
 @dataclass(frozen=True)

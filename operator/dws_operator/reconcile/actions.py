@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from dws_operator.kube_types import Job, JobSet, Service
 from dws_operator.planning import SlicePlan
 
 
@@ -43,14 +43,14 @@ class DeleteNodePool:
 
 @dataclass(frozen=True)
 class CreateService:
-    manifest: dict[str, Any]
+    manifest: Service
 
 
 @dataclass(frozen=True)
 class CreateJob:
     """Create an attempt's workload (a batch Job or a JobSet, as `manifest` says)."""
 
-    manifest: dict[str, Any]
+    manifest: Job | JobSet
 
 
 @dataclass(frozen=True)
