@@ -16,15 +16,15 @@ from typing import IO
 
 import pytest
 
-from dws_operator.cli import emulator as emulator_cli
 from dws_operator.gke import connect, connect_compute
+from dws_workshop.cli import emulator as emulator_cli
 from dws_workshop.emulator import DEFAULT_CLUSTER, EmulatorConfig, EmulatorThread
 
-# The command is registered in dws_operator.cli separately; this drives the module the
+# The command is registered in dws_operator.cli by module name; this drives the module the
 # same way `dws-operator emulator ...` will, through its own register() and run().
 SCRIPT = """
 import argparse, sys
-from dws_operator.cli import emulator
+from dws_workshop.cli import emulator
 parser = argparse.ArgumentParser(prog="dws-operator")
 emulator.register(parser.add_subparsers(dest="command", required=True))
 args = parser.parse_args(["emulator", *sys.argv[1:]])

@@ -10,7 +10,7 @@ import pytest
 from google.cloud import container_v1
 from pydantic import ValidationError
 
-from dws_operator.cli import emulator as emulator_cli
+from dws_workshop.cli import emulator as emulator_cli
 from dws_workshop.emulator import (
     DEFAULT_CLUSTER,
     GKE_OPERATION_SECONDS,
