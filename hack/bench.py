@@ -26,9 +26,8 @@ import tempfile
 from pathlib import Path
 from types import FrameType
 
-from operator_python import operator_python
-
 from dws_workshop.sandbox.benchmark import Point, PointOptions
+from dws_workshop.sandbox.operator_env import operator_python
 from dws_workshop.sandbox.testbed import GkeLimits
 
 

@@ -23,9 +23,8 @@ import tempfile
 from pathlib import Path
 from types import FrameType
 
-from operator_python import operator_python
-
 from dws_workshop.sandbox.chaos import ChaosOptions, ChaosRun, clean
+from dws_workshop.sandbox.operator_env import operator_python
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -70,21 +70,17 @@ def test_the_wheel_carries_the_operator_and_not_the_workshop(tmp_path: Path) -> 
 
 def test_workshop_commands_say_where_they_run_when_the_workshop_is_absent() -> None:
     # An interpreter that cannot import the workshop, as the operator's image.
-    hide = "import sys; sys.modules['dws_workshop'] = None; "
-    result = subprocess.run(
-        [sys.executable, "-c", hide + "from dws_operator.cli import main; main(['dev'])"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    def without_workshop(*argv: str) -> subprocess.CompletedProcess[str]:
+        hide = "import sys; sys.modules['dws_workshop'] = None; "
+        call = f"from dws_operator.cli import main; main({list(argv)!r})"
+        return subprocess.run(
+            [sys.executable, "-c", hide + call], capture_output=True, text=True, check=False
+        )
+
+    result = without_workshop("dev")
     assert result.returncode == 2
     assert "dev is a workshop command" in result.stderr
     assert "bash hack/run.sh dev" in result.stderr
-    listed = subprocess.run(
-        [sys.executable, "-c", hide + "from dws_operator.cli import main; main(['--help'])"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    listed = without_workshop("--help")
     assert listed.returncode == 0
     assert "{plan,crd,run}" in listed.stdout

@@ -6,29 +6,21 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from dws_workshop.devcluster import DevCluster
 from dws_workshop.emulator import ClusterManagerEmulator
+from dws_workshop.sandbox.operator_env import operator_python as runtime_only_python
 from tests.builders import gpu
 from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
 def operator_python() -> str:
     """An interpreter from a virtualenv with the operator's dependencies and nothing more."""
-    venv = subprocess.run(
-        ["bash", str(ROOT / "hack" / "python-env.sh"), "operator"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    return str(Path(venv) / "bin" / "python")
+    return runtime_only_python()
 
 
 def test_the_operator_needs_no_workshop_library(operator_python: str) -> None:
