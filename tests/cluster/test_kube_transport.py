@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client as k8s
 
 from dws_operator.controller.kube import Conflict, Connection, Invalid, KubeApi, NotFound
-from dws_operator.controller.login import Login, in_cluster, log_in
+from dws_operator.controller.login import in_cluster, log_in
 from dws_operator.controller.transport import ApiError
 from dws_workshop.devcluster import DevCluster
 
@@ -147,15 +147,3 @@ current-context: x
     before, refused, after = asyncio.run(main())
     assert (before, refused) == ("revoked", 401)
     assert after == token
-
-
-def test_a_login_to_nowhere_is_a_connection_error_not_a_hang(tmp_path: Path) -> None:
-    async def main() -> None:
-        api = Connection(Login(server="https://127.0.0.1:9"), None, connections=1)
-        try:
-            await KubeApi(api).call("GET", "/version")
-        finally:
-            await api.close()
-
-    with pytest.raises(OSError, match=r"127\.0\.0\.1"):
-        asyncio.run(main())

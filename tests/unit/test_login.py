@@ -16,7 +16,9 @@ import pytest
 import yaml
 
 from dws_operator import rfc3339
+from dws_operator.controller.kube import KubeApi
 from dws_operator.controller.login import Login, LoginError, in_cluster, log_in
+from dws_operator.controller.transport import Connection
 
 PLUGIN = """
 import json, os, sys
@@ -220,3 +222,15 @@ def test_nowhere_to_log_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(LoginError, match="set KUBECONFIG or pass --kubeconfig"):
         asyncio.run(log_in())
+
+
+def test_a_login_to_nowhere_is_a_connection_error_not_a_hang(tmp_path: Path) -> None:
+    async def main() -> None:
+        api = Connection(Login(server="https://127.0.0.1:9"), None, connections=1)
+        try:
+            await KubeApi(api).call("GET", "/version")
+        finally:
+            await api.close()
+
+    with pytest.raises(OSError, match=r"127\.0\.0\.1"):
+        asyncio.run(main())
