@@ -13,6 +13,7 @@ from dws_operator.controller.kube import Conflict, Connection, Invalid, KubeApi,
 from dws_operator.controller.login import in_cluster, log_in
 from dws_operator.controller.transport import ApiError
 from dws_workshop.devcluster import DevCluster
+from tests.polling import eventually
 
 
 @pytest.fixture
@@ -31,6 +32,23 @@ def token(api: k8s.ApiClient, namespace: str) -> str:
             },
             "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
         },
+    )
+    # The API server's authorizer learns of a new binding from its watch, a moment later.
+    review = {
+        "spec": {
+            "user": f"system:serviceaccount:{namespace}:reader",
+            "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
+            "resourceAttributes": {
+                "namespace": namespace,
+                "verb": "list",
+                "resource": "configmaps",
+            },
+        }
+    }
+    authorization = k8s.AuthorizationV1Api(api)
+    eventually(
+        lambda: authorization.create_subject_access_review(review).status.allowed,
+        what="the reader's binding in effect",
     )
     return str(
         core.create_namespaced_service_account_token(

@@ -9,6 +9,7 @@ something it depends on changes, at its deadline, or now and then as a safety ne
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -45,15 +46,20 @@ async def _login(kubeconfig: Path | None) -> kopf.ConnectionInfo:
     login = await log_in(str(kubeconfig) if kubeconfig else None)
     return kopf.ConnectionInfo(
         server=login.server,
-        ca_data=login.ca_data,
+        # base64, as in a kubeconfig: what every kopf release takes (1.42 takes only that).
+        ca_data=_b64(login.ca_data),
         insecure=login.insecure or None,
         scheme="Bearer" if login.token else None,
         token=login.token,
-        certificate_data=login.certificate_data,
-        private_key_data=login.private_key_data,
+        certificate_data=_b64(login.certificate_data),
+        private_key_data=_b64(login.private_key_data),
         default_namespace=login.namespace,
         expiration=login.expires_at,
     )
+
+
+def _b64(data: bytes | None) -> bytes | None:
+    return None if data is None else base64.b64encode(data)
 
 
 #: Seconds between tries of a start-up that failed.
