@@ -95,9 +95,12 @@ def test_files_are_read_relative_to_the_kubeconfig(tmp_path: Path) -> None:
         b"KEY",
     )
     assert login.token == "from-file"
-    # A token file may be rewritten at any time: read again within a minute.
-    assert login.expires_at is not None
+    # A token file may be rewritten at any time: read again within a minute. It does not
+    # expire then (kopf, told of an expiry, would drop its watches at each re-read).
+    assert (login.expires_at, login.reread_at is not None) == (None, True)
     assert login.due(rfc3339.now() + timedelta(seconds=60))
+    assert "from-file" not in repr(login)  # secrets stay out of logs and tracebacks
+    assert "KEY" not in repr(login)
 
 
 def test_merged_files_first_one_wins(tmp_path: Path) -> None:

@@ -54,6 +54,8 @@ async def _login(kubeconfig: Path | None) -> kopf.ConnectionInfo:
         certificate_data=_b64(login.certificate_data),
         private_key_data=_b64(login.private_key_data),
         default_namespace=login.namespace,
+        # A real expiry only (an exec plugin's): for a token read from a file, kopf would
+        # otherwise drop its watches at every re-read; it logs in again on a 401 instead.
         expiration=login.expires_at,
     )
 

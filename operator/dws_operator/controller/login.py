@@ -39,6 +39,10 @@ TOKEN_FILE_SECONDS = 60.0
 #: An exec plugin's credential is renewed this long before it says it expires.
 EXPIRY_MARGIN_SECONDS = 30.0
 
+#: An exec plugin that has not answered in this long is not going to (client-go waits
+#: as long as the plugin runs; a hung one would stall every call behind the login).
+EXEC_TIMEOUT_SECONDS = 60.0
+
 #: The ExecCredential versions client-go speaks (v1alpha1 is gone from it).
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 
@@ -50,15 +54,17 @@ class LoginError(Exception):
 
 @dataclass(frozen=True)
 class Login:
-    """One set of credentials, good until `expires_at` (None: until refused)."""
+    """One set of credentials: good until `expires_at` (an exec plugin's word; None: until
+    refused), to be read again at `reread_at` (a token file may change at any time)."""
 
     server: str
     ca_data: bytes | None = None
     insecure: bool = False
     certificate_data: bytes | None = None
-    private_key_data: bytes | None = None
-    token: str | None = None
+    private_key_data: bytes | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
     expires_at: datetime | None = None
+    reread_at: datetime | None = None
     namespace: str | None = None
     #: Where the credentials came from, for log lines.
     source: str = field(default="", compare=False)
@@ -75,6 +81,8 @@ class Login:
 
     def due(self, now: datetime) -> bool:
         """Time to log in again."""
+        if self.reread_at is not None and now >= self.reread_at:
+            return True
         if self.expires_at is None:
             return False
         return now >= self.expires_at - timedelta(seconds=EXPIRY_MARGIN_SECONDS)
@@ -106,7 +114,7 @@ def in_cluster(directory: Path = SERVICE_ACCOUNT_DIR) -> Login:
         server=server,
         ca_data=_read(directory / "ca.crt"),
         token=_read(directory / "token").decode().strip(),
-        expires_at=rfc3339.now() + timedelta(seconds=TOKEN_FILE_SECONDS),
+        reread_at=rfc3339.now() + timedelta(seconds=TOKEN_FILE_SECONDS),
         namespace=namespace.read_text().strip() if namespace.exists() else None,
         source=f"service account ({directory})",
     )
@@ -177,7 +185,7 @@ async def _from_kubeconfig(paths: list[Path]) -> Login:
     if user.get("tokenFile"):
         token = _read(_resolve(str(user["tokenFile"]), user_base)).decode().strip()
         expires = rfc3339.now() + timedelta(seconds=TOKEN_FILE_SECONDS)
-        return _with(login, token=token, expires_at=expires)
+        return _with(login, token=token, reread_at=expires)
     if user.get("exec"):
         return await _exec(login, user["exec"], user_base, cluster)
     unsupported = sorted(set(user) & {"auth-provider", "username", "password"})
@@ -244,7 +252,10 @@ async def _exec(
             "insecure-skip-tls-verify": login.insecure,
         } | ({"config": cluster["extensions"]} if cluster.get("extensions") else {})
     environment = dict(os.environ)
-    environment.update({str(e["name"]): str(e["value"]) for e in spec.get("env") or []})
+    try:
+        environment.update({str(e["name"]): str(e["value"]) for e in spec.get("env") or []})
+    except (KeyError, TypeError) as error:
+        raise LoginError(f"exec plugin {command}: env entries need a name and a value") from error
     environment["KUBERNETES_EXEC_INFO"] = json.dumps(request)
     try:
         process = await asyncio.create_subprocess_exec(
@@ -258,7 +269,15 @@ async def _exec(
     except OSError as error:
         hint = f"; {spec['installHint']}" if spec.get("installHint") else ""
         raise LoginError(f"exec plugin {command}: {error.strerror or error}{hint}") from error
-    out, err = await process.communicate()
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), EXEC_TIMEOUT_SECONDS)
+    except TimeoutError:
+        raise LoginError(
+            f"exec plugin {command} gave no credential in {EXEC_TIMEOUT_SECONDS:g}s"
+        ) from None
+    finally:
+        if process.returncode is None:
+            process.kill()  # timed out, or the call waiting for it was cancelled
     if process.returncode != 0:
         raise LoginError(
             f"exec plugin {command} exited {process.returncode}: {err.decode(errors='replace')}"
@@ -275,5 +294,17 @@ async def _exec(
         token=status.get("token") or None,
         certificate_data=certificate.encode() if certificate else login.certificate_data,
         private_key_data=key.encode() if key else login.private_key_data,
-        expires_at=rfc3339.parse(str(expires)) if expires else None,
+        expires_at=_expiry(command, expires),
     )
+
+
+def _expiry(command: str, stamp: object) -> datetime | None:
+    if not stamp:
+        return None
+    try:
+        moment = rfc3339.parse(str(stamp))
+    except ValueError as error:
+        raise LoginError(f"exec plugin {command}: expirationTimestamp {stamp!r}") from error
+    if moment.tzinfo is None:
+        raise LoginError(f"exec plugin {command}: expirationTimestamp {stamp!r} has no offset")
+    return moment

@@ -21,6 +21,7 @@ from dws_operator.controller.cache import Key, KubeCache, key_of
 from dws_operator.controller.config import OperatorConfig
 from dws_operator.controller.fence import FENCE
 from dws_operator.controller.kube import LOCAL_QUEUES, ApiError, Connection, KubeApi
+from dws_operator.controller.login import LoginError
 from dws_operator.controller.observe import Sources
 from dws_operator.controller.operations import OperationScheduler, PoolOperation, Priority
 from dws_operator.controller.pools import PoolSnapshot
@@ -136,7 +137,14 @@ class Controller:
             await self.snapshot.refresh()  # GKE must answer before any pool is judged absent
         try:
             decision = await self.reconciler.reconcile(key)
-        except (ApiError, GkeError, OSError, aiohttp.ClientError, TimeoutError) as error:
+        except (
+            ApiError,
+            LoginError,
+            GkeError,
+            OSError,
+            aiohttp.ClientError,
+            TimeoutError,
+        ) as error:
             # Never crash or hot-loop: say what failed, wait longer each time.
             delay = self.queue.backoff(key)
             log.warning("%s/%s: pass failed, again in %.0fs: %s", *key, delay, error)

@@ -90,6 +90,7 @@ class Connection:
         self._connections = connections
         self._proxy = _proxy_for(login.server)
         self._relogin = asyncio.Lock()
+        self._closing: set[asyncio.Task[None]] = set()
         self._session = self._open(login)
 
     @classmethod
@@ -157,14 +158,29 @@ class Connection:
                 return True
             fresh = await log_in(self._kubeconfig)
             changed = fresh.credentials() != used.credentials()
+            old = self._session
             if fresh.credentials()[1:] != used.credentials()[1:]:  # TLS: a new session
-                old, self._session = self._session, self._open(fresh)
-                await old.close()
-            self.login = fresh
+                self._session = self._open(fresh)
+            self.login = fresh  # with its session, before anything else runs
+            if self._session is not old:
+                # Requests still on the old session finish there; it closes after them.
+                closing = asyncio.create_task(_close_later(old))
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
             return changed
 
     async def close(self) -> None:
+        for closing in list(self._closing):
+            closing.cancel()  # closes its session now
+        await asyncio.gather(*self._closing, return_exceptions=True)
         await self._session.close()
+
+
+async def _close_later(session: aiohttp.ClientSession) -> None:
+    try:
+        await asyncio.sleep(CALL_TIMEOUT_SECONDS)
+    finally:
+        await session.close()
 
 
 def _tls(login: Login) -> ssl.SSLContext:
