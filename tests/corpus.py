@@ -253,6 +253,101 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "spec.nodePool.cleanup",
         "never deletes a pool it did not create",
     ),
+    (
+        "ladder-reservation-missing",
+        {"accelerator": tpu("v6e", "4x4"), "provisioning": {"fallback": [{"mode": "Reservation"}]}},
+        "spec.provisioning.fallback[0].reservation",
+        "required when mode is Reservation",
+    ),
+    (
+        "ladder-reservation-not-reservation",
+        {
+            "accelerator": tpu("v6e", "4x4"),
+            "provisioning": {
+                "fallback": [{"mode": "OnDemand"}, {"mode": "Spot", "reservation": "r"}]
+            },
+        },
+        "spec.provisioning.fallback[1].reservation",
+        "only allowed when mode is Reservation",
+    ),
+    (
+        "ladder-first-step-waits-forever",
+        {
+            "accelerator": tpu("v6e", "4x4"),
+            "provisioning": {"maxWaitDuration": "0s", "fallback": [{"mode": "Spot"}]},
+        },
+        "spec.provisioning.maxWaitDuration",
+        "only the last step may wait forever",
+    ),
+    (
+        "ladder-on-existing-pool",
+        {
+            "accelerator": tpu("v6e", "4x4"),
+            "provisioning": {"fallback": [{"mode": "Spot"}]},
+            "nodePool": {"existing": True, "name": "pool-a"},
+        },
+        "spec.provisioning.fallback",
+        "every step gets a node pool of its own",
+    ),
+    (
+        "ladder-pool-name-too-long",
+        {
+            "accelerator": tpu("v6e", "4x4"),
+            "provisioning": {"fallback": [{"mode": "Spot"}]},
+            "nodePool": {"name": "p" * 38},
+        },
+        "spec.nodePool.name",
+        "at most 37 characters with fallback steps",
+    ),
+]
+
+#: Ladders whose broken step only the whole spec shows (the accelerator decides): the
+#: API server names the list in its cause and the step and field in its message.
+INVALID_STEPS: list[tuple[str, dict[str, Any], str, str]] = [
+    (
+        "ladder-v4-flex-start",
+        {
+            "accelerator": tpu("v4", "2x2x1"),
+            "mode": "Spot",
+            "provisioning": {"fallback": [{"mode": "OnDemand"}, {"mode": "FlexStart"}]},
+        },
+        "spec.provisioning.fallback[1].mode",
+        "not available for TPU v4",
+    ),
+    (
+        "ladder-gb200-queued",
+        {
+            "accelerator": gpu("nvidia-gb200", nodes=2),
+            "mode": "OnDemand",
+            "provisioning": {"fallback": [{"mode": "QueuedProvisioning"}]},
+        },
+        "spec.provisioning.fallback[0].mode",
+        "not available for nvidia-gb200",
+    ),
+    (
+        "ladder-slices-queued",
+        {
+            "accelerator": tpu("v6e", "4x4", slices=2),
+            "provisioning": {"fallback": [{"mode": "Spot"}, {"mode": "QueuedProvisioning"}]},
+        },
+        "spec.provisioning.fallback[1].mode",
+        "one slice per ProvisioningRequest",
+    ),
+    (
+        "ladder-middle-step-waits-forever",
+        {
+            "accelerator": tpu("v6e", "4x4"),
+            "provisioning": {
+                "fallback": [
+                    {"mode": "Spot"},
+                    {"mode": "Spot", "maxWaitDuration": "0s"},
+                    {"mode": "OnDemand"},
+                ]
+            },
+        },
+        "spec.provisioning.fallback[1].maxWaitDuration",
+        "only the last step may wait forever",
+    ),
 ]
 
 #: Reservation references the field's pattern refuses (in pydantic and in the CRD):

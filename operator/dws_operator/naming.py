@@ -11,18 +11,29 @@ _UID_DIGITS = 10
 SLICE_SUFFIX_ROOM = len("-s63")
 #: The longest pool name a multi-slice request may give (its slices add the suffix).
 MAX_SLICED_POOL_NAME = MAX_NODE_POOL_NAME - SLICE_SUFFIX_ROOM
+#: Room a capacity ladder keeps for its steps' suffixes (`-f1` .. `-f7`).
+STEP_SUFFIX_ROOM = len("-f7")
 
 
-def default_node_pool_name(request_name: str, uid: str, slices: int = 1) -> str:
+def max_pool_name(slices: int = 1, ladder: bool = False) -> int:
+    """The longest base pool name a request may give or be given: room for the slice
+    suffixes of several slices and the step suffixes of a capacity ladder."""
+    room = (SLICE_SUFFIX_ROOM if slices > 1 else 0) + (STEP_SUFFIX_ROOM if ladder else 0)
+    return MAX_NODE_POOL_NAME - room
+
+
+def default_node_pool_name(
+    request_name: str, uid: str, slices: int = 1, ladder: bool = False
+) -> str:
     """`dws-<name prefix>-<uid digest>`: readable in the console, unique per object.
 
     The same (name, uid) always gives the same pool, so an operator restarted after
     creating a pool finds it again instead of creating a second one. GKE wants
     lowercase letters, digits and hyphens, a leading letter and at most 40 characters;
-    a multi-slice request's name is shorter so that every slice's suffix fits.
+    a multi-slice request's name (and a ladder's) is shorter so that every suffix fits.
     """
     digest = hashlib.sha256(uid.encode()).hexdigest()[:_UID_DIGITS]
-    limit = MAX_NODE_POOL_NAME if slices == 1 else MAX_SLICED_POOL_NAME
+    limit = max_pool_name(slices, ladder)
     room = limit - len("dws-") - 1 - _UID_DIGITS
     stem = re.sub(r"[^a-z0-9-]+", "-", request_name.lower())[:room].strip("-")
     stem = re.sub(r"-{2,}", "-", stem)
@@ -35,3 +46,11 @@ def slice_pool_names(base: str, slices: int) -> tuple[str, ...]:
     if slices == 1:
         return (base,)
     return tuple(f"{base}-s{index}" for index in range(slices))
+
+
+def step_pool_base(base: str, step: int) -> str:
+    """The base pool name of a capacity ladder's step `step` (0-based): the first step
+    keeps `base` (a request without fallback is named as it always was); step i of the
+    rest is `<base>-f<i>`. Each step has pools of its own: GKE cannot turn a pool's
+    flex-start, Spot or queued provisioning on or off."""
+    return base if step == 0 else f"{base}-f{step}"

@@ -21,11 +21,12 @@ from dws_operator.catalog import (
 )
 from dws_operator.durations import parse_duration
 from dws_operator.errors import SpecError
-from dws_operator.naming import MAX_SLICED_POOL_NAME
+from dws_operator.naming import MAX_SLICED_POOL_NAME, max_pool_name
 
 TPU_PATH = "spec.accelerator.tpu"
 GPU_PATH = "spec.accelerator.gpu"
 PROVISIONING_PATH = "spec.provisioning"
+FALLBACK_PATH = "spec.provisioning.fallback"
 NODE_POOL_PATH = "spec.nodePool"
 
 #: Modes whose VMs are flex-start VMs (the two DWS modes): they serve only the
@@ -106,6 +107,24 @@ def slice_errors(spec: TrainingRequestSpec) -> list[SpecError]:
     return []
 
 
+def _queued_slices_errors(spec: TrainingRequestSpec, path: str) -> list[SpecError]:
+    """A fallback step's QueuedProvisioning for several slices (the first step's is
+    `slice_errors`', which names the slices)."""
+    tpu = spec.accelerator.tpu
+    if tpu is None or tpu.slices == 1:
+        return []
+    if spec.provisioning.mode != ProvisioningMode.QUEUED_PROVISIONING:
+        return []
+    return [
+        SpecError(
+            f"{path}.mode",
+            f"QueuedProvisioning is not available for {tpu.slices} slices: GKE provisions one "
+            "slice per ProvisioningRequest",
+            tuple(m.value for m in ProvisioningMode if m != ProvisioningMode.QUEUED_PROVISIONING),
+        )
+    ]
+
+
 def gpu_errors(gpu: GpuSpec) -> list[SpecError]:
     accelerator = GPU_ACCELERATORS[gpu.type]
     if gpu.machine_type is not None:
@@ -137,7 +156,7 @@ def gpu_errors(gpu: GpuSpec) -> list[SpecError]:
     return []
 
 
-def mode_errors(spec: TrainingRequestSpec) -> list[SpecError]:
+def mode_errors(spec: TrainingRequestSpec, path: str = PROVISIONING_PATH) -> list[SpecError]:
     mode = spec.provisioning.mode
     if mode not in FLEX_START_MODES:
         return []
@@ -151,28 +170,31 @@ def mode_errors(spec: TrainingRequestSpec) -> list[SpecError]:
     others = [m.value for m in ProvisioningMode if m not in FLEX_START_MODES]
     return [
         SpecError(
-            f"{PROVISIONING_PATH}.mode",
+            f"{path}.mode",
             f"{mode} is not available for {accelerator}: flex-start VMs do not serve it",
             others,
         )
     ]
 
 
-def provisioning_errors(spec: TrainingRequestSpec) -> list[SpecError]:
+def _reservation_errors(spec: TrainingRequestSpec, path: str) -> list[SpecError]:
     provisioning = spec.provisioning
-    found: list[SpecError] = []
     is_reservation = provisioning.mode == ProvisioningMode.RESERVATION
     if is_reservation and provisioning.reservation is None:
-        found.append(
-            SpecError(f"{PROVISIONING_PATH}.reservation", "required when mode is Reservation")
-        )
+        return [SpecError(f"{path}.reservation", "required when mode is Reservation")]
     if not is_reservation and provisioning.reservation is not None:
-        found.append(
+        return [
             SpecError(
-                f"{PROVISIONING_PATH}.reservation",
+                f"{path}.reservation",
                 f"only allowed when mode is Reservation, not {provisioning.mode}",
             )
-        )
+        ]
+    return []
+
+
+def provisioning_errors(spec: TrainingRequestSpec) -> list[SpecError]:
+    provisioning = spec.provisioning
+    found = _reservation_errors(spec, PROVISIONING_PATH)
     run = parse_duration(provisioning.max_run_duration)
     if not timedelta(0) < run <= timedelta(seconds=MAX_RUN_DURATION_SECONDS):
         found.append(
@@ -219,6 +241,51 @@ def node_pool_errors(spec: TrainingRequestSpec) -> list[SpecError]:
     return found
 
 
+def ladder_errors(spec: TrainingRequestSpec) -> list[SpecError]:
+    """The capacity ladder's rules: each fallback step valid for the accelerator as the
+    first step must be, a pool of its own for every step, and a wait that ends on every
+    step but the last (else the steps after it are never reached)."""
+    steps = spec.provisioning.steps
+    if len(steps) == 1:
+        return []
+    found: list[SpecError] = []
+    if spec.node_pool.existing:
+        found.append(
+            SpecError(
+                FALLBACK_PATH,
+                "not available with nodePool.existing: every step gets a node pool of its own",
+            )
+        )
+    slices = spec.accelerator.tpu.slices if spec.accelerator.tpu else 1
+    longest = max_pool_name(slices, ladder=True)
+    if spec.node_pool.name is not None and len(spec.node_pool.name) > longest:
+        found.append(
+            SpecError(
+                f"{NODE_POOL_PATH}.name",
+                f"at most {longest} characters with fallback steps (each step's pool adds "
+                "-f<step>)",
+            )
+        )
+    for index, provisioning in enumerate(steps):
+        path = PROVISIONING_PATH if index == 0 else f"{FALLBACK_PATH}[{index - 1}]"
+        last = index == len(steps) - 1
+        if not last and not parse_duration(provisioning.max_wait_duration):
+            found.append(
+                SpecError(
+                    f"{path}.maxWaitDuration",
+                    "0s waits forever, so the steps after this one would never be tried; "
+                    "give it a limit (only the last step may wait forever)",
+                )
+            )
+        if index == 0:
+            continue  # the first step's own rules are the spec's
+        step = spec.at_step(index)
+        found += mode_errors(step, path)
+        found += _queued_slices_errors(step, path)
+        found += _reservation_errors(step, path)
+    return found
+
+
 def spec_errors(spec: TrainingRequestSpec) -> list[SpecError]:
     """Every rule the spec breaks, in field order; empty when GKE would accept it."""
     found: list[SpecError] = []
@@ -229,5 +296,6 @@ def spec_errors(spec: TrainingRequestSpec) -> list[SpecError]:
         found += gpu_errors(spec.accelerator.gpu)
     found += mode_errors(spec)
     found += provisioning_errors(spec)
+    found += ladder_errors(spec)
     found += node_pool_errors(spec)
     return found

@@ -19,7 +19,7 @@ from dws_operator.api import GROUP, PLURAL, VERSION, TrainingRequestSpec
 from dws_operator.catalog import GPU_ACCELERATORS, TPU_GENERATIONS, ProvisioningMode
 from dws_operator.validation import spec_errors
 from tests.builders import CONTAINER, gpu, manifest, spec_body, tpu
-from tests.corpus import INVALID, MALFORMED_RESERVATIONS, VALID_RESERVATIONS
+from tests.corpus import INVALID, INVALID_STEPS, MALFORMED_RESERVATIONS, VALID_RESERVATIONS
 from tests.unit import facts
 
 pytestmark = pytest.mark.usefixtures("training_request_crd")
@@ -75,6 +75,54 @@ def test_server_rejects_what_gke_would(
     assert field in fields, f"{case}: server named {fields}: {message}"
     assert f"{field}:" in message
     assert "evaluating rule" not in message, message  # no CEL runtime errors, only verdicts
+
+
+@pytest.mark.parametrize(
+    ("case", "kwargs", "field", "words"), INVALID_STEPS, ids=[c[0] for c in INVALID_STEPS]
+)
+def test_server_names_the_broken_step_of_a_ladder(
+    api: k8s.ApiClient, namespace: str, case: str, kwargs: dict[str, Any], field: str, words: str
+) -> None:
+    args = copy.deepcopy(kwargs)
+    body = manifest(_name(), spec_body(args.pop("accelerator"), **args))
+    message, fields = rejection(api, namespace, body)
+    assert "spec.provisioning.fallback" in fields, f"{case}: server named {fields}: {message}"
+    assert f"{field}: " in message, message
+    assert words in message, message
+    assert "evaluating rule" not in message, message
+
+
+def test_a_valid_ladder_is_accepted_and_immutable(api: k8s.ApiClient, namespace: str) -> None:
+    spec = spec_body(
+        tpu("v6e", "4x4"),
+        provisioning={
+            "zones": ["us-east5-a"],
+            "maxWaitDuration": "30m",
+            "fallback": [
+                {"mode": "FlexStart", "zones": ["us-east5-b"], "maxWaitDuration": "30m"},
+                {"mode": "Spot"},
+                {"mode": "Reservation", "reservation": "r1", "maxWaitDuration": "0s"},
+            ],
+        },
+    )
+    name = _name()
+    created = create(api, namespace, manifest(name, spec), dry_run=False)
+    assert created["spec"]["provisioning"]["fallback"][1] == {"mode": "Spot"}
+    changed = copy.deepcopy(created)
+    changed["spec"]["provisioning"]["fallback"].pop()
+    with pytest.raises(ApiException) as raised:
+        _objects(api).replace_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, changed
+        )
+    assert raised.value.status == 422
+    assert "spec.provisioning is immutable" in raised.value.body
+
+
+def test_a_ladder_has_at_most_eight_steps(api: k8s.ApiClient, namespace: str) -> None:
+    spec = spec_body(tpu("v6e", "4x4"), provisioning={"fallback": [{"mode": "Spot"}] * 8})
+    message, fields = rejection(api, namespace, manifest(_name(), spec))
+    assert "spec.provisioning.fallback" in fields, message
+    assert "must have at most 7 items" in message
 
 
 # -- malformed input: schema errors naming the field -------------------------------------

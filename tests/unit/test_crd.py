@@ -57,7 +57,7 @@ def test_names_scope_and_subresources(crd: dict[str, Any]) -> None:
 def test_printer_columns(crd: dict[str, Any]) -> None:
     columns = crd["spec"]["versions"][0]["additionalPrinterColumns"]
     default = [c["name"] for c in columns if not c.get("priority")]
-    assert default == ["Phase", "Mode", "Accelerator", "Shape", "Nodes", "Age"]
+    assert default == ["Phase", "Mode", "Step", "Accelerator", "Shape", "Nodes", "Age"]
 
 
 def _walk(node: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:

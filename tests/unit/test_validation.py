@@ -12,10 +12,14 @@ from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
 from dws_operator.planning import plan_slice
 from dws_operator.validation import spec_errors
 from tests.builders import CONTAINER, gpu, make_spec, spec_body, tpu
-from tests.corpus import INVALID, MALFORMED_RESERVATIONS, VALID_RESERVATIONS
+from tests.corpus import INVALID, INVALID_STEPS, MALFORMED_RESERVATIONS, VALID_RESERVATIONS
 
 
-@pytest.mark.parametrize(("case", "kwargs", "field", "words"), INVALID, ids=[c[0] for c in INVALID])
+@pytest.mark.parametrize(
+    ("case", "kwargs", "field", "words"),
+    INVALID + INVALID_STEPS,
+    ids=[c[0] for c in INVALID + INVALID_STEPS],
+)
 def test_invalid_combination(case: str, kwargs: dict[str, Any], field: str, words: str) -> None:
     args = dict(kwargs)
     spec = make_spec(args.pop("accelerator"), **args)

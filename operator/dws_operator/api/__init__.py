@@ -13,6 +13,7 @@ from dws_operator.api.base import (
 from dws_operator.api.spec import (
     AcceleratorSpec,
     CleanupPolicy,
+    FallbackStep,
     GpuSpec,
     NodePoolPolicy,
     ProvisioningSpec,
@@ -21,6 +22,8 @@ from dws_operator.api.spec import (
 )
 from dws_operator.api.status import (
     TERMINAL_PHASES,
+    Attempt,
+    AttemptOutcome,
     Condition,
     NodePoolStatus,
     ObjectReference,
@@ -42,9 +45,12 @@ __all__ = [
     "VERSION",
     "AcceleratorSpec",
     "ApiModel",
+    "Attempt",
+    "AttemptOutcome",
     "CleanupPolicy",
     "Condition",
     "ContainerTemplate",
+    "FallbackStep",
     "GpuSpec",
     "NodePoolPolicy",
     "NodePoolStatus",

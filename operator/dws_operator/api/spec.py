@@ -36,6 +36,10 @@ MAX_GPU_NODES = 1000
 #: chips of v5p at 4x4x4) keeps one request well inside that.
 MAX_SLICES = 64
 MAX_RESTARTS = 100
+#: A capacity ladder: `spec.provisioning` itself and at most this many fallback steps.
+#: Each step is a node pool of its own (and a GKE create and delete): eight steps are
+#: every DWS zone of a TPU generation in both flex-start modes, then Spot and OnDemand.
+MAX_FALLBACK_STEPS = 7
 
 #: What a pattern-checked field looks like, for error messages better than a regex.
 FORMAT_HINTS = {
@@ -50,6 +54,7 @@ FORMAT_HINTS = {
     "name": "lowercase letters, digits and hyphens, starting with a letter",
     "queueName": "a DNS label: lowercase letters, digits and hyphens",
     "zones": "a zone such as us-central1-a",
+    "mode": "FlexStart, QueuedProvisioning, Spot, OnDemand or Reservation",
 }
 
 Zone = Annotated[str, StringConstraints(pattern=ZONE_PATTERN, max_length=63)]
@@ -137,8 +142,41 @@ class AcceleratorSpec(ApiModel):
         return self
 
 
+class FallbackStep(ApiModel):
+    """A further step of the capacity ladder: tried when the one before it ran out of
+    time, or GKE said it has no capacity (a stockout) or quota for it."""
+
+    mode: ProvisioningMode = Field(
+        description="FlexStart, QueuedProvisioning, Spot, OnDemand or Reservation."
+    )
+    zones: list[Zone] | None = Field(
+        None,
+        max_length=16,
+        description="Zones of this step's node pool. Default: the cluster's.",
+    )
+    reservation: str | None = Field(
+        None,
+        pattern=RESERVATION_PATTERN,
+        max_length=300,
+        description="The reservation of a Reservation step (required with it, not allowed "
+        "otherwise).",
+    )
+    max_wait_duration: str | None = Field(
+        None,
+        pattern=DURATION_PATTERN,
+        min_length=2,
+        max_length=32,
+        description=(
+            "How long this step waits for capacity before the next one is tried (the last "
+            "step: before the request fails CapacityTimeout). Default: the first step's "
+            "maxWaitDuration. 0s waits forever, so only the last step may have it."
+        ),
+    )
+
+
 class ProvisioningSpec(ApiModel):
-    """How capacity is obtained. Immutable after creation."""
+    """How capacity is obtained: the first step of the capacity ladder, and the steps to
+    fall back on. Immutable after creation."""
 
     mode: ProvisioningMode = Field(
         description=(
@@ -182,6 +220,36 @@ class ProvisioningSpec(ApiModel):
         max_length=16,
         description="Zones the node pool may use (e.g. us-central1-a). Default: the cluster's.",
     )
+    fallback: list[FallbackStep] | None = Field(
+        None,
+        max_length=MAX_FALLBACK_STEPS,
+        description=(
+            "The capacity ladder: steps tried in order after this one, each with its own "
+            "node pool. A step ends when its maxWaitDuration runs out or GKE answers with a "
+            "stockout or quota error for it; its pool and workload are removed and the next "
+            "step starts. The request fails CapacityTimeout only after the last step. "
+            "maxRunDuration is the first step's for every step."
+        ),
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
+
+    @property
+    def steps(self) -> list[ProvisioningSpec]:
+        """Every step of the ladder as a provisioning of its own (no fallback): this one
+        first, then each fallback step with the first step's run and default wait."""
+        first = self.model_copy(update={"fallback": None})
+        return [first] + [
+            self.model_copy(
+                update={
+                    "mode": step.mode,
+                    "zones": step.zones,
+                    "reservation": step.reservation,
+                    "max_wait_duration": step.max_wait_duration or self.max_wait_duration,
+                    "fallback": None,
+                }
+            )
+            for step in self.fallback or ()
+        ]
 
 
 class CleanupPolicy(StrEnum):
@@ -257,3 +325,13 @@ class TrainingRequestSpec(ApiModel):
         ),
     )
     template: PodTemplate = Field(description="Pod template for the training pods.")
+
+    @property
+    def ladder_steps(self) -> int:
+        """Steps of the capacity ladder: 1 without fallback."""
+        return 1 + len(self.provisioning.fallback or ())
+
+    def at_step(self, index: int) -> TrainingRequestSpec:
+        """This spec as its ladder's step `index` (0-based) provisions it: the step's
+        mode, zones, reservation and wait, and no fallback."""
+        return self.model_copy(update={"provisioning": self.provisioning.steps[index]})

@@ -80,6 +80,41 @@ class SliceStatus(ApiModel):
     nodes: int = Field(ge=0, description="Kubernetes Nodes of the pool when last observed.")
 
 
+class AttemptOutcome(StrEnum):
+    """How a step of the capacity ladder ended."""
+
+    #: Every node was ready: the workload ran on this step.
+    PROVISIONED = "Provisioned"
+    #: Its maxWaitDuration ran out before the capacity came.
+    TIMED_OUT = "TimedOut"
+    #: GKE said the zone has no capacity for it.
+    STOCKOUT = "Stockout"
+    #: GKE said the project's quota does not cover it.
+    QUOTA_EXCEEDED = "QuotaExceeded"
+    #: Its nodes were taken back more often than maxRestarts allows on one step.
+    PREEMPTED = "Preempted"
+    #: The request failed on it for another reason (the request's message says which).
+    FAILED = "Failed"
+    #: The request was deleted during it.
+    CANCELLED = "Cancelled"
+
+
+class Attempt(ApiModel):
+    """One step of the capacity ladder as it went: where the time went."""
+
+    step: int = Field(ge=1, description="1 is spec.provisioning; 2 its first fallback step.")
+    mode: str = Field(description="Provisioning mode of the step.")
+    zones: list[str] | None = Field(None, description="Zones of the step's node pool.")
+    node_pool: str | None = Field(None, description="The step's node pool (the first slice's).")
+    started_at: datetime = Field(description="When the step began asking for capacity.")
+    ended_at: datetime | None = Field(None, description="When the step ended.")
+    outcome: AttemptOutcome | None = Field(
+        None, description="Provisioned, TimedOut, Stockout, QuotaExceeded, Preempted..."
+    )
+    restarts: int = Field(0, ge=0, description="Restarts after preemption on this step.")
+    message: str | None = Field(None, max_length=4096, description="Why the step ended.")
+
+
 class ObjectReference(ApiModel):
     name: str = Field(description="Object name in the TrainingRequest's namespace.")
 
@@ -112,6 +147,17 @@ class TrainingRequestStatus(ApiModel):
     finished_at: datetime | None = Field(None, description="When the workload ended.")
     scaled_down_at: datetime | None = Field(None, description="When the pool went back to zero.")
     restarts: int = Field(0, ge=0, description="Restarts after preemption or node loss so far.")
+    step: int | None = Field(
+        None,
+        ge=1,
+        description="The capacity ladder's step in use (1: spec.provisioning itself); set "
+        "for requests with spec.provisioning.fallback.",
+    )
+    attempts: list[Attempt] | None = Field(
+        None,
+        description="Every step of the capacity ladder tried so far, in order.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
     observed_generation: int | None = Field(
         None, ge=0, description="The .metadata.generation last reconciled."
     )

@@ -26,6 +26,8 @@ from dws_operator.multislice import JOBSET_KIND
 from dws_operator.reconcile import JobView, Observed, PoolState, PoolView, RequestView
 from dws_operator.reconcile.decide import (
     DRAIN_SECONDS,
+    abandoned_pool_names,
+    attempt_number,
     planned,
     pool_names_for,
     workload_kind,
@@ -184,6 +186,10 @@ async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
     # operation ending meanwhile would pair a pool as it was before with the scheduler as
     # it is after (a takeover done, its pool read before it: "someone else's pool").
     views = [_pool(sources, name, request.uid, key) for name in pool_names]
+    left = abandoned_pool_names(request)
+    abandoned = tuple(
+        pool for name in left if (pool := _pool(sources, name, request.uid, key)) is not None
+    )
     takeover = bool(
         request.status.node_pool
         and request.status.node_pool.reused
@@ -196,12 +202,12 @@ async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
     )
     operations = {
         name: dataclasses.replace(view, mine=sources.operations.owner(name) == key)
-        for name in pool_names
+        for name in (*pool_names, *left)
         if (view := sources.operations.view(name)) is not None
     }
-    # The current attempt's workload is named from the restart count, not from status.job,
+    # The current attempt's workload is named from the attempt count, not from status.job,
     # which a restart interrupted midway may leave pointing at the previous attempt.
-    current = job_name(request.name, request.status.restarts)
+    current = job_name(request.name, attempt_number(request.status))
     kind = workload_kind(request.spec)
     job, ours = _workload(cache, request, kind, current)
     existing = bool((request.spec.get("nodePool") or {}).get("existing", False))
@@ -233,6 +239,8 @@ async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
             if sources.operations.done_lately(name, "ScaleDown", DRAIN_SECONDS)
         ),
         takeover=takeover,
+        abandoned=abandoned,
+        abandoned_names=frozenset(left),
         create_position=(
             sources.operations.position_for(Priority.CREATE, created)
             if any(v is None for v in views)

@@ -56,7 +56,13 @@ from dws_operator.reconcile import (
     decide,
     failed,
 )
-from dws_operator.reconcile.decide import planned, pool_name_for, pool_names_for, slices_of
+from dws_operator.reconcile.decide import (
+    abandoned_pool_names,
+    planned,
+    pool_name_for,
+    pool_names_for,
+    slices_of,
+)
 
 if TYPE_CHECKING:
     from dws_operator.gke.policies import WorkloadPolicyClient
@@ -107,7 +113,8 @@ class Reconciler:
         if deleting and FINALIZER not in finalizers:
             # Released already, or deleted before anything was made for it: a pool
             # create still waiting for its turn is called off.
-            self.call_off(key, pool_names_for(request_view(body)))
+            view = request_view(body)
+            self.call_off(key, (*pool_names_for(view), *abandoned_pool_names(view)))
             return None
         body = await self._check_reused_pool(key, body)
         if self.sources.shelf.enabled:

@@ -33,7 +33,7 @@ from dws_operator.gke import connect as connect_gke
 from dws_operator.gke.client import RetryPolicy
 from dws_operator.multislice import JOBSET_NAME_LABEL, JOBSET_PLURAL
 from dws_operator.reconcile import ReconcileConfig, RequestView
-from dws_operator.reconcile.decide import pool_names_for
+from dws_operator.reconcile.decide import step_pool_names
 from dws_operator.workload import REQUEST_LABEL
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class Dependents:
             spec=body.get("spec") or {},
             status=_NO_STATUS,
         )
-        pools = pool_names_for(view)
+        pools = step_pool_names(view)
         if self._pools.get(key) == pools:
             return
         self.remove(key)

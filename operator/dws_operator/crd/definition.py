@@ -16,6 +16,12 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Mode", "type": "string", "jsonPath": ".spec.provisioning.mode"},
     {
+        "name": "Step",
+        "type": "integer",
+        "jsonPath": ".status.step",
+        "description": "The capacity ladder's step in use (empty without fallback steps).",
+    },
+    {
         "name": "Accelerator",
         "type": "string",
         "jsonPath": ".status.plan.accelerator",

@@ -114,7 +114,8 @@ def at_path(schema: Schema, path: tuple[str, ...]) -> Schema:
     node = schema
     for part in path:
         try:
-            node = node["properties"][part]
+            # "[]": the items of the list at the path so far.
+            node = node["items"] if part == "[]" else node["properties"][part]
         except KeyError as missing:
             raise SchemaError(f"no field {'.'.join(path)} in the schema") from missing
     return node

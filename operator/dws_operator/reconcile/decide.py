@@ -12,16 +12,19 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
 from dws_operator.api import (
     TERMINAL_PHASES,
+    Attempt,
+    AttemptOutcome,
     CleanupPolicy,
     NodePoolStatus,
     ObjectReference,
     Phase,
+    ProvisioningSpec,
     SliceStatus,
     TrainingRequestSpec,
     TrainingRequestStatus,
@@ -29,7 +32,7 @@ from dws_operator.api import (
 from dws_operator.catalog import unmet_gates, version_gates
 from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
 from dws_operator.multislice import JOBSET_KIND, MAX_MULTISLICE_NAME, render_jobset
-from dws_operator.naming import default_node_pool_name, slice_pool_names
+from dws_operator.naming import default_node_pool_name, slice_pool_names, step_pool_base
 from dws_operator.planning import SlicePlan, plan_slice
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import (
@@ -44,7 +47,8 @@ from dws_operator.reconcile.actions import (
     ScaleNodePoolToZero,
     TakeOverNodePool,
 )
-from dws_operator.reconcile.observed import Observed, PoolState, RequestView
+from dws_operator.reconcile.observed import Observed, PoolState, PoolView, RequestView
+from dws_operator.validation import spec_errors
 from dws_operator.workload import (
     RequestRef,
     job_name,
@@ -105,23 +109,81 @@ class Decision:
     released: bool = False
 
 
-def pool_name_for(request: RequestView) -> str:
-    """The base name of `request`'s pools: the one it names; else an idle pool it took
-    over (its status says so, written before the takeover began); else derived from
-    name and uid (shorter for several slices, so every slice's suffix fits)."""
+def steps_of(spec: Mapping[str, Any]) -> int:
+    """Steps of the stored spec's capacity ladder (1 without fallback; admission bounds it)."""
+    provisioning = spec.get("provisioning")
+    fallback = provisioning.get("fallback") if isinstance(provisioning, dict) else None
+    return 1 + (len(fallback) if isinstance(fallback, list) else 0)
+
+
+def step_of(request: RequestView) -> int:
+    """The ladder step the request is on, 0-based (`status.step` counts from 1)."""
+    return min(max(request.status.step or 1, 1), steps_of(request.spec)) - 1
+
+
+def base_pool_name(request: RequestView) -> str:
+    """The base name of the request's pools on its first step: the one it names, else
+    derived from name and uid (shorter for several slices or a ladder, so every
+    suffix fits)."""
     pool = request.spec.get("nodePool") or {}
     name = pool.get("name") if isinstance(pool, dict) else None
     if isinstance(name, str) and name:
         return name
+    ladder = steps_of(request.spec) > 1
+    return default_node_pool_name(request.name, request.uid, slices_of(request.spec), ladder)
+
+
+def pool_name_for(request: RequestView) -> str:
+    """The base name of `request`'s pools on its current step: an idle pool it took
+    over (its status says so, written before the takeover began); else the step's own
+    (`step_pool_base`)."""
     held = request.status.node_pool
     if held is not None and held.reused and held.managed and slices_of(request.spec) == 1:
         return held.name
-    return default_node_pool_name(request.name, request.uid, slices_of(request.spec))
+    return step_pool_base(base_pool_name(request), step_of(request))
 
 
 def pool_names_for(request: RequestView) -> tuple[str, ...]:
-    """Every slice's pool of `request`, in slice order."""
+    """Every slice's pool of `request` on its current step, in slice order."""
     return slice_pool_names(pool_name_for(request), slices_of(request.spec))
+
+
+def step_pool_names(request: RequestView) -> tuple[str, ...]:
+    """The pools every step of the request's ladder would make for itself (a status-free
+    answer: which pools' changes concern the request)."""
+    base, slices = base_pool_name(request), slices_of(request.spec)
+    return tuple(
+        name
+        for step in range(steps_of(request.spec))
+        for name in slice_pool_names(step_pool_base(base, step), slices)
+    )
+
+
+def abandoned_pool_names(request: RequestView) -> tuple[str, ...]:
+    """Pools of the ladder steps the request has left: each step's own, and a pool a step
+    took over (its attempt names it). None of them may keep nodes or start work."""
+    current = step_of(request)
+    if current == 0:
+        return ()
+    base, slices = base_pool_name(request), slices_of(request.spec)
+    names = [
+        name
+        for step in range(current)
+        for name in slice_pool_names(step_pool_base(base, step), slices)
+    ]
+    names += [
+        a.node_pool
+        for a in request.status.attempts or ()
+        if a.node_pool and a.step - 1 < current and slices == 1
+    ]
+    keep = set(pool_names_for(request))
+    return tuple(dict.fromkeys(n for n in names if n not in keep))
+
+
+def attempt_number(status: TrainingRequestStatus) -> int:
+    """The workload attempt: one more for each restart and each ladder step moved on to
+    (both only grow), so every attempt's Job has a name of its own."""
+    return status.restarts + max((status.step or 1) - 1, 0)
 
 
 def slices_of(spec: Mapping[str, Any]) -> int:
@@ -173,42 +235,88 @@ class _Draft:
     def fail(self, reason: str, message: str) -> Decision:
         self.condition(cond.COMPLETED, "False", reason, message)
         self.status.finished_at = self.status.finished_at or self.now
+        outcome = _OUTCOMES.get(reason, AttemptOutcome.FAILED)
+        self.end_attempt(outcome, message)
         return self.phase(Phase.FAILED, f"{reason}: {message}", requeue=NEXT_STEP_SECONDS)
+
+    def end_attempt(self, outcome: AttemptOutcome, message: str) -> Attempt | None:
+        """Close the current ladder step's attempt (once); the attempt, if any."""
+        attempts = self.status.attempts or []
+        if not attempts or attempts[-1].ended_at is not None:
+            return None
+        attempts[-1].ended_at = self.now
+        attempts[-1].outcome = outcome
+        attempts[-1].message = message[:4096]
+        return attempts[-1]
+
+
+#: How a failure of the request reads as the outcome of its ladder step.
+_OUTCOMES: dict[str, AttemptOutcome] = {
+    "CapacityTimeout": AttemptOutcome.TIMED_OUT,
+    "Stockout": AttemptOutcome.STOCKOUT,
+    "QuotaExceeded": AttemptOutcome.QUOTA_EXCEEDED,
+    "PreemptedTooOften": AttemptOutcome.PREEMPTED,
+}
+#: GKE's terminal answers that say a step cannot get capacity (so the next step may),
+#: rather than that the request itself is wrong.
+CAPACITY_REASONS = frozenset({"Stockout", "QuotaExceeded"})
 
 
 #: The plans of this many requests are kept (see `planned`): those being looked at
 #: now. A plan takes ~0.07 ms to make and ~7 KB to keep, so a thousand requests that
 #: only wait are planned again when woken rather than kept planned.
 PLAN_MEMORY = 256
-Planned = tuple[TrainingRequestSpec, SlicePlan] | InvalidSpec
-_plans: OrderedDict[str, tuple[Mapping[str, Any], str, Planned]] = OrderedDict()
+
+
+class StepPlan(NamedTuple):
+    """A request planned on its current ladder step."""
+
+    #: The spec as the step provisions it (the step's mode, zones, reservation, wait).
+    spec: TrainingRequestSpec
+    plan: SlicePlan
+    #: Every step of the ladder (one without fallback).
+    ladder: tuple[ProvisioningSpec, ...]
+    #: The current step, 0-based.
+    step: int
+
+
+Planned = StepPlan | InvalidSpec
+_plans: OrderedDict[str, tuple[Mapping[str, Any], str, int, Planned]] = OrderedDict()
 
 
 def planned(request: RequestView) -> Planned:
-    """The request's validated spec and slice plan, or why it has none.
+    """The request's validated spec and the slice plan of its current ladder step, or
+    why it has none.
 
     Remembered per request for as long as its spec is the same (a status write gives
     the shell a new object with an equal spec: comparing two small dicts is far cheaper
     than validating and planning again), so a request that only waits is validated and
     planned once, not on every pass."""
     pool_name = pool_name_for(request)
+    step = step_of(request)
     known = _plans.get(request.uid)
     if (
         known is not None
         and (known[0] is request.spec or known[0] == request.spec)
         and known[1] == pool_name
+        and known[2] == step
     ):
         _plans.move_to_end(request.uid)
-        return known[2]
+        return known[3]
     result: Planned
     try:
         spec = TrainingRequestSpec.model_validate(request.spec)
-        result = spec, plan_slice(spec, pool_name=pool_name)
+        errors = spec_errors(spec) if spec.ladder_steps > 1 else []
+        if errors:
+            raise InvalidSpec(errors)
+        stepped = spec.at_step(step) if spec.ladder_steps > 1 else spec
+        plan = plan_slice(stepped, pool_name=pool_name)
+        result = StepPlan(stepped, plan, tuple(spec.provisioning.steps), step)
     except ValidationError as error:
         result = from_validation_error(error)
     except InvalidSpec as invalid:
         result = invalid
-    _plans[request.uid] = (request.spec, pool_name, result)
+    _plans[request.uid] = (request.spec, pool_name, step, result)
     if len(_plans) > PLAN_MEMORY:
         _plans.popitem(last=False)
     return result
@@ -221,7 +329,10 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
     result = planned(run.request)
     if isinstance(result, InvalidSpec):
         return _invalid(run, result)
-    spec, plan = result
+    spec, plan = result.spec, result.plan
+    _abandon(run)
+    if len(result.ladder) > 1:
+        _begin_attempt(run, result)
     run.condition(cond.VALID, "True", "Planned", f"{plan.nodes} x {plan.machine_type}")
     run.status.plan = plan.summary()
     managed = not spec.node_pool.existing
@@ -281,8 +392,7 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
         Phase.WAITING_FOR_CAPACITY,
     )
     if still_provisioning and run.observed.job is None and _timed_out(run, plan):
-        _capacity_timeout(run, spec, plan)
-        return _clean_up(run, spec)
+        return _wait_ran_out(run, spec, result)
     waiting = _node_pool(run, spec, plan, managed)
     if waiting is not None:
         return waiting
@@ -473,7 +583,7 @@ def _workload(
         # An earlier attempt whose deletion a crash interrupted: one Job at a time.
         run.act(DeleteJob(stale, kind))
     job = observed.job
-    attempt = run.status.restarts
+    attempt = attempt_number(run.status)
     total = plan.total_nodes
     if job is None:
         queue = queue_for(spec, config.default_queue, config.queued_queue) if config.kueue else None
@@ -508,7 +618,7 @@ def _workload(
         run.phase(Phase.SUCCEEDED, f"{kind} {job.name} succeeded")
         return _clean_up(run, spec)
     if job.failed and job.disrupted:
-        return _restart(run, spec, plan, job.name)
+        return _restart(run, spec, planned_step(run), job.name)
     if job.failed:
         run.fail(
             job.failure_reason or "JobFailed", job.failure_message or f"{kind} {job.name} failed"
@@ -516,34 +626,45 @@ def _workload(
         return _clean_up(run, spec)
     if job.ready >= total or run.status.started_at is not None:
         ensure_service()
+        if run.status.started_at is None:
+            run.end_attempt(AttemptOutcome.PROVISIONED, f"{total} nodes ready")
         run.status.started_at = run.status.started_at or run.now
         run.status.provisioned_at = run.status.provisioned_at or run.now
         run.condition(cond.CAPACITY_PROVISIONED, "True", "NodesReady", f"{total} nodes")
         return run.phase(Phase.RUNNING, f"Running on {_shape(plan)}", config.running_poll_seconds)
     if _timed_out(run, plan):
-        _capacity_timeout(run, spec, plan)
-        return _clean_up(run, spec)
+        return _wait_ran_out(run, spec, planned_step(run))
     ensure_service()
     message = f"Waiting for capacity: {job.ready}/{total} nodes ready"
     run.condition(cond.CAPACITY_PROVISIONED, "False", "Waiting", message)
     return run.phase(Phase.WAITING_FOR_CAPACITY, message, _until_timeout(run, plan))
 
 
-def _restart(run: _Draft, spec: TrainingRequestSpec, plan: SlicePlan, failed_job: str) -> Decision:
+def _restart(run: _Draft, spec: TrainingRequestSpec, step: StepPlan, failed_job: str) -> Decision:
     """A node was lost under the Job: start a new attempt, up to maxRestarts.
 
     The restart count is written (with the status) before the old Job is deleted, so a
     crash in between is finished by the next pass: it deletes the old Job as stale and
-    creates the new attempt's.
+    creates the new attempt's. On a capacity ladder maxRestarts counts per step: a step
+    that lost its nodes once more than that hands over to the next step (fresh capacity,
+    perhaps of another kind, is likelier than the same Spot capacity coming back); the
+    last step fails as a request without fallback does.
     """
-    status = run.status
-    if status.restarts >= plan.max_restarts:
-        run.fail(
-            "PreemptedTooOften",
-            f"lost nodes {status.restarts + 1} times; maxRestarts is {plan.max_restarts}",
-        )
+    status, plan = run.status, step.plan
+    attempts = status.attempts or []
+    current = attempts[-1] if attempts and len(step.ladder) > 1 else None
+    restarts = current.restarts if current is not None else status.restarts
+    if restarts >= plan.max_restarts:
+        message = f"lost nodes {restarts + 1} times; maxRestarts is {plan.max_restarts}"
+        if step.step + 1 < len(step.ladder):
+            if current is not None:
+                current.ended_at = None  # it ended Provisioned; it ends again, Preempted
+            return _next_step(run, step, AttemptOutcome.PREEMPTED, message)
+        run.fail("PreemptedTooOften", message)
         return _clean_up(run, spec)
     status.restarts += 1
+    if current is not None:
+        current.restarts += 1
     status.started_at = None
     status.requested_at = run.now
     kind = workload_kind(run.request.spec)
@@ -569,11 +690,110 @@ def _until_timeout(run: _Draft, plan: SlicePlan) -> float | None:
     return max(plan.max_wait_seconds - waited, 0.0) + PAST_DEADLINE_SECONDS
 
 
-def _capacity_timeout(run: _Draft, spec: TrainingRequestSpec, plan: SlicePlan) -> None:
-    run.fail(
-        "CapacityTimeout",
-        f"no capacity for {_shape(plan)} within {spec.provisioning.max_wait_duration}",
+def _wait_ran_out(run: _Draft, spec: TrainingRequestSpec, step: StepPlan) -> Decision:
+    """The step's maxWaitDuration passed: the next step of the ladder, or (the last
+    step) the request fails CapacityTimeout."""
+    wait = spec.provisioning.max_wait_duration
+    if step.step + 1 < len(step.ladder):
+        message = f"no capacity for {_shape(step.plan)} within {wait}"
+        return _next_step(run, step, AttemptOutcome.TIMED_OUT, message)
+    steps = f" on any of {len(step.ladder)} steps" if len(step.ladder) > 1 else ""
+    run.fail("CapacityTimeout", f"no capacity for {_shape(step.plan)} within {wait}{steps}")
+    return _clean_up(run, spec)
+
+
+def planned_step(run: _Draft) -> StepPlan:
+    """The current step's plan (decide made it already this pass, so it is remembered)."""
+    result = planned(run.request)
+    assert not isinstance(result, InvalidSpec)  # decide returned early otherwise
+    return result
+
+
+def describe_step(provisioning: ProvisioningSpec) -> str:
+    """`FlexStart in us-east5-a`, `Spot`, `Reservation r1`: a ladder step for people."""
+    text = str(provisioning.mode)
+    if provisioning.reservation:
+        text += f" {provisioning.reservation}"
+    if provisioning.zones:
+        text += f" in {', '.join(provisioning.zones)}"
+    return text
+
+
+def _begin_attempt(run: _Draft, step: StepPlan) -> None:
+    """The ladder's current step in the status, with an attempt for it (once)."""
+    status = run.status
+    status.step = step.step + 1
+    attempts = status.attempts = list(status.attempts or [])
+    provisioning = step.ladder[step.step]
+    pool = step.plan.pool_names[0] if step.plan.pool_names else None
+    if attempts and attempts[-1].step == status.step:
+        if attempts[-1].ended_at is None:
+            # A pool taken over after the step began is the step's pool.
+            attempts[-1].node_pool = pool
+        return
+    if status.phase in TERMINAL_PHASES:
+        return
+    attempts.append(
+        Attempt(
+            step=status.step,
+            mode=str(provisioning.mode),
+            zones=list(provisioning.zones) if provisioning.zones else None,
+            node_pool=pool,
+            started_at=run.now,
+        )
     )
+    total = len(step.ladder)
+    message = f"step {status.step} of {total}: {describe_step(provisioning)}"
+    run.decision.events.append(Event("Normal", "StepStarted", message))
+
+
+def _next_step(run: _Draft, step: StepPlan, outcome: AttemptOutcome, why: str) -> Decision:
+    """Leave the current ladder step for the next one. The status (the new step, the
+    attempt's end) is written before anything is removed, so a crash after it resumes
+    on the new step and removes the old step's pools and workload as abandoned."""
+    status, observed = run.status, run.observed
+    run.end_attempt(outcome, why)
+    here = describe_step(step.ladder[step.step])
+    there = describe_step(step.ladder[step.step + 1])
+    total = len(step.ladder)
+    job = observed.job
+    if job is not None and job.ours:
+        # Nothing may start late on a step given up: its pods go with their Job.
+        run.act(DeleteJob(job.name, workload_kind(run.request.spec)))
+    _remove_pools(run, [p for p in observed.all_pools if p is not None and p.ours])
+    status.step = step.step + 2
+    status.requested_at = run.now
+    status.started_at = None
+    status.provisioned_at = None
+    status.node_pool = None
+    status.job = None
+    message = (
+        f"step {step.step + 1} of {total} ({here}) ended {outcome.value}: {why}; "
+        f"trying step {step.step + 2} ({there})"
+    )
+    run.condition(cond.NODE_POOL_READY, "False", "NextStep", message)
+    run.condition(cond.CAPACITY_PROVISIONED, "False", "NextStep", message)
+    run.decision.events.append(Event("Warning", "StepEnded", message))
+    return run.phase(Phase.PROVISIONING, message[0].upper() + message[1:], NEXT_STEP_SECONDS)
+
+
+def _remove_pools(run: _Draft, pools: list[PoolView]) -> None:
+    """Delete the given pools of the request (not while an operation on them runs: it
+    ends first and wakes the request) and call off creates of them not yet started."""
+    operations = run.observed.operations
+    for pool in pools:
+        if pool.state != PoolState.STOPPING and pool.name not in operations:
+            run.act(DeleteNodePool(pool.name))
+    names = {p.name for p in pools} | run.observed.abandoned_names
+    for name, operation in operations.items():
+        unstarted = operation.kind in ("Create", "TakeOver") and not operation.running
+        if name in names and operation.mine and unstarted:
+            run.act(CancelPoolOperation(name))
+
+
+def _abandon(run: _Draft) -> None:
+    """Pools of the ladder steps left behind go, whatever the request does now."""
+    _remove_pools(run, [p for p in run.observed.abandoned if p.ours])
 
 
 def _clean_up(run: _Draft, spec: TrainingRequestSpec) -> Decision:
@@ -666,8 +886,11 @@ def _release(run: _Draft) -> Decision:
     for pool in ours if managed else []:
         if pool.state != PoolState.STOPPING and pool.name not in observed.operations:
             run.act(DeleteNodePool(pool.name))
+    _abandon(run)
+    run.end_attempt(AttemptOutcome.CANCELLED, "the TrainingRequest was deleted")
     busy = _settle_operations(run)
-    gone = not run.decision.actions and not busy and (not ours or not managed)
+    left = any(p.ours for p in observed.abandoned)
+    gone = not run.decision.actions and not busy and (not ours or not managed) and not left
     run.decision.released = gone
     return run.phase(Phase.DELETING, "Deleting the Job, Service and node pool", None)
 
@@ -683,5 +906,17 @@ def _settle_operations(run: _Draft) -> bool:
 
 
 def failed(observed: Observed, reason: str, message: str) -> Decision:
-    """The decision for a request whose action failed for good (a terminal GKE error)."""
-    return _Draft(observed).fail(reason, message)
+    """The decision for a request whose action failed for good (a terminal GKE error).
+    GKE's "no capacity" or "no quota" for a step of a capacity ladder with another step
+    after it moves the request on to that step instead."""
+    run = _Draft(observed)
+    result = planned(observed.request)
+    if (
+        reason in CAPACITY_REASONS
+        and isinstance(result, StepPlan)
+        and result.step + 1 < len(result.ladder)
+        and run.status.phase not in TERMINAL_PHASES
+    ):
+        outcome = _OUTCOMES[reason]
+        return _next_step(run, result, outcome, message)
+    return run.fail(reason, message)

@@ -120,6 +120,11 @@ class Observed:
     draining: frozenset[str] = frozenset()
     #: Kueue's LocalQueues in the request's namespace; None when not known (no check).
     local_queues: frozenset[str] | None = None
+    #: Pools of capacity ladder steps the request has left that still exist (to delete).
+    abandoned: tuple[PoolView, ...] = ()
+    #: The names of every pool of a step left behind, existing or not (their operations
+    #: in `operations` are to be called off, not waited for as the current step's).
+    abandoned_names: frozenset[str] = frozenset()
 
     @property
     def all_pools(self) -> tuple[PoolView | None, ...]:
