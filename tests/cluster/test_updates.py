@@ -147,7 +147,19 @@ def test_kubectl_get_shows_the_printer_columns(
         result = kubectl("get", resource, "-n", namespace)
         assert result.returncode == 0, result.stderr
         header, row = result.stdout.splitlines()[:2]
-        assert header.split() == ["NAME", "PHASE", "MODE", "ACCELERATOR", "SHAPE", "NODES", "AGE"]
+        assert header.split() == [
+            "NAME",
+            "PHASE",
+            "MODE",
+            "STEP",
+            "ACCELERATOR",
+            "SHAPE",
+            "NODES",
+            "AGE",
+        ]
+        # No capacity ladder: the Step column is empty.
+        step = header.index("STEP")
+        assert row[step : header.index("ACCELERATOR")].strip() == ""
         assert row.split()[:6] == [name, "Running", "FlexStart", "tpu-v6e", "4x4", "4"]
     wide = kubectl("get", "tr", "-n", namespace, "-o", "wide")
     assert wide.stdout.splitlines()[0].split()[-2:] == ["POOL", "MESSAGE"]

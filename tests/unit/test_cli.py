@@ -271,3 +271,65 @@ def test_console_entry_point() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["machineType"] == "ct5lp-hightpu-1t"
+
+
+def test_plan_prints_the_ladder(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["plan", "--tpu", "v6e", "--topology", "4x4", "--zone", "us-east5-a"]
+    argv += ["--max-wait-duration", "30m", "--fallback", "FlexStart,zone=us-east5-b,wait=20m"]
+    argv += ["--fallback", "Spot", "--node-pool", "train"]
+    code, out, err = run(capsys, *argv, "-o", "json")
+    assert (code, err) == (0, "")
+    ladder = json.loads(out)["ladder"]
+    assert [
+        (s["step"], s["maxWaitSeconds"], s["nodePool"]["name"], s["nodePool"]["mode"])
+        for s in ladder
+    ] == [
+        (1, 1800, "train", "FlexStart"),
+        (2, 1200, "train-f1", "FlexStart"),
+        (3, 1800, "train-f2", "Spot"),
+    ]
+    assert [s["nodePool"]["zones"] for s in ladder] == [["us-east5-a"], ["us-east5-b"], []]
+    code, table, _ = run(capsys, *argv)
+    assert code == 0
+    assert "Step 2 of 3    FlexStart, waits 20m" in table
+    assert "Step 3 of 3    Spot, waits 30m" in table
+    assert "               zones us-east5-b" in table
+
+
+def test_plan_of_a_ladder_without_one_has_no_ladder(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "--tpu", "v6e", "--topology", "4x4", "-o", "json")
+    assert code == 0
+    assert "ladder" not in json.loads(out)
+
+
+@pytest.mark.parametrize(
+    ("fallback", "message"),
+    [
+        (
+            "FlexStart",
+            "--fallback (spec.provisioning.fallback[0].mode: FlexStart is not available for TPU v4",
+        ),
+        ("Spot,zone", "--fallback Spot,zone: 'zone' is not one of zone=ZONE"),
+    ],
+)
+def test_plan_refuses_a_bad_fallback_step(
+    capsys: pytest.CaptureFixture[str], fallback: str, message: str
+) -> None:
+    argv = ["plan", "--tpu", "v4", "--topology", "2x2x1", "--mode", "Spot", "--fallback", fallback]
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"dws-operator plan: {message}")
+
+
+def test_plan_of_the_ladder_sample_names_each_steps_pool(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    manifest = yaml.safe_load((ROOT / "manifests/samples/tpu-v6e-ladder.yaml").read_text())
+    manifest["metadata"]["uid"] = "0f6c2c35-3b1e-4f9a-9c55-6a0d7e3b8a11"
+    path = tmp_path / "tr.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    code, out, _ = run(capsys, "plan", "-f", str(path), "-o", "json")
+    assert code == 0
+    names = [s["nodePool"]["name"] for s in json.loads(out)["ladder"]]
+    assert names[1:] == [f"{names[0]}-f1", f"{names[0]}-f2"]
+    assert len(names[2]) <= 40

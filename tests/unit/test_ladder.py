@@ -495,3 +495,20 @@ def test_invalid_specs_are_reported_not_raised() -> None:
     decision = decide(observe(body), CONFIG)
     assert decision.status.phase == Phase.FAILED
     assert "spec.provisioning.fallback" in (decision.status.message or "")
+
+
+def test_a_zone_outside_the_clusters_region_fails_before_any_step() -> None:
+    body = spec_body(
+        tpu("v6e", "4x4"),
+        provisioning={
+            "zones": ["us-east5-a"],
+            "fallback": [{"mode": "FlexStart", "zones": ["asia-northeast1-b"]}],
+        },
+    )
+    decision = decide(observe(body), CONFIG)
+    assert decision.status.phase == Phase.FAILED
+    message = decision.status.message or ""
+    assert message.startswith("ZoneOutsideCluster: spec.provisioning.fallback[0].zones")
+    assert decision.actions == []
+    zonal = dataclasses.replace(CONFIG, location="us-east5-b")
+    assert decide(observe(TPU_LADDER), zonal).status.phase == Phase.PROVISIONING

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from dws_workshop.sandbox.progress import ProgressLog, Snapshot
+import dataclasses
+
+from dws_workshop.emulator import DEFAULT_CLUSTER
+from dws_workshop.sandbox.progress import ProgressLog, Snapshot, StepView
+from dws_workshop.sandbox.session import sandbox_cluster
 
 
 def snap(at: float, phase: str | None, nodes: int = 0, message: str = "", **extra: int) -> Snapshot:
@@ -62,3 +66,32 @@ def test_restarts_are_reported() -> None:
         "[   2.0s] WaitingForCapacity",
         "[   2.0s] restart 1: a node was lost, new attempt",
     ]
+
+
+def test_ladder_steps_as_they_start_and_end() -> None:
+    log = ProgressLog()
+    first = StepView(1, "FlexStart", ("us-east5-a",))
+    ended = StepView(1, "FlexStart", ("us-east5-a",), "TimedOut", "no capacity within 30m")
+    second = StepView(2, "Spot")
+    assert log.update(dataclasses.replace(snap(1.0, "Provisioning"), steps=(first,))) == [
+        "[   1.0s] step 1 started: FlexStart in us-east5-a",
+        "[   1.0s] Provisioning",
+    ]
+    lines = log.update(dataclasses.replace(snap(5.0, "Provisioning"), steps=(ended, second)))
+    assert lines == [
+        "[   5.0s] step 1 ended TimedOut: FlexStart in us-east5-a (no capacity within 30m)",
+        "[   5.0s] step 2 started: Spot",
+    ]
+    # Nothing new: nothing printed again.
+    assert log.update(dataclasses.replace(snap(6.0, "Provisioning"), steps=(ended, second))) == []
+
+
+def test_the_sandbox_cluster_is_in_the_region_of_the_requests_zones() -> None:
+    def manifest(provisioning: dict[str, object]) -> dict[str, object]:
+        return {"spec": {"provisioning": provisioning}}
+
+    assert sandbox_cluster(manifest({"mode": "Spot"})) == DEFAULT_CLUSTER
+    ladder = {"mode": "Spot", "fallback": [{"mode": "FlexStart", "zones": ["us-east5-b"]}]}
+    assert sandbox_cluster(manifest(ladder)) == (
+        "projects/dws-sandbox/locations/us-east5/clusters/sandbox"
+    )

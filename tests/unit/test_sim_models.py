@@ -152,6 +152,43 @@ def test_capacity_rules_first_match_wins() -> None:
     assert scenario.capacity_zone(zones, "tpu-v6e-slice", 0) == "us-central1-a"
 
 
+def test_capacity_rules_by_mode_and_time_window() -> None:
+    """Spot is gone for the first hour; flex-start waits ten minutes; on-demand is there."""
+    scenario = SimScenario(
+        capacity=[
+            CapacityRule(mode="Spot", stockout=True, until_seconds=3600),
+            CapacityRule(mode="FlexStart", after_seconds=600),
+        ]
+    )
+    zones = ["us-east5-a"]
+    assert scenario.capacity_zone(zones, "nvidia-l4", 10_000, mode="Spot", now=3599) is None
+    assert scenario.capacity_zone(zones, "nvidia-l4", 0, mode="Spot", now=3600) == "us-east5-a"
+    assert scenario.capacity_zone(zones, "nvidia-l4", 599, mode="FlexStart") is None
+    assert scenario.capacity_zone(zones, "nvidia-l4", 600, mode="FlexStart") == "us-east5-a"
+    assert scenario.capacity_zone(zones, "nvidia-l4", 0, mode="OnDemand") == "us-east5-a"
+    later = CapacityRule(zone="us-east5-b", stockout=True, from_seconds=60)
+    assert later.matches("us-east5-b", None, now=60)
+    assert not later.matches("us-east5-b", None, now=59.9)
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "mode", "extra", "expected"),
+    [
+        (tpu("v6e", "4x4"), "FlexStart", {}, "FlexStart"),
+        (gpu("nvidia-h100-80gb", nodes=2), "QueuedProvisioning", {}, "QueuedProvisioning"),
+        (tpu("v6e", "4x4"), "Spot", {}, "Spot"),
+        (gpu("nvidia-l4"), "OnDemand", {}, "OnDemand"),
+        (gpu("nvidia-l4"), "Reservation", {"reservation": "r1"}, "Reservation"),
+    ],
+)
+def test_a_pools_mode_is_read_from_its_settings(
+    accelerator: dict[str, object], mode: str, extra: dict[str, str], expected: str
+) -> None:
+    provisioning = {"reservation": extra["reservation"]} if extra else {}
+    shape = pool_shape(rendered(accelerator, mode, name="p", provisioning=provisioning))
+    assert shape.mode == expected
+
+
 def test_kwok_config_is_stages_for_nodes_and_pods() -> None:
     documents = list(yaml.safe_load_all(kwok_config()))
     assert {d["kind"] for d in documents} == {"Stage"}

@@ -17,9 +17,9 @@ from dws_operator.catalog import GpuDriver, GpuType, ProvisioningMode, TpuVersio
 from dws_operator.durations import format_duration
 from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
 from dws_operator.gke.policies import workload_policy_name
-from dws_operator.naming import default_node_pool_name
+from dws_operator.naming import default_node_pool_name, step_pool_base
 from dws_operator.planning import SlicePlan, plan_slice
-from dws_operator.reconcile.decide import slices_of
+from dws_operator.reconcile.decide import slices_of, steps_of
 
 #: Which flag sets which field, so errors can name what the user typed.
 FLAGS = {
@@ -39,6 +39,7 @@ FLAGS = {
     "spec.provisioning.maxRunDuration": "--max-run-duration",
     "spec.maxRestarts": "--max-restarts",
     "spec.nodePool.name": "--node-pool",
+    "spec.provisioning.fallback": "--fallback",
 }
 #: What each GKE driver setting means for the nodes, for the table.
 _DRIVER_NOTES = {
@@ -88,6 +89,14 @@ def register(commands: Any) -> None:
     parser.add_argument("--max-wait-duration", help="how long to wait for capacity (default 24h)")
     parser.add_argument("--max-run-duration", help="longest run time (default 168h)")
     parser.add_argument("--max-restarts", type=int, help="restarts after preemption")
+    parser.add_argument(
+        "--fallback",
+        action="append",
+        metavar="MODE[,zone=Z]...[,wait=D][,reservation=R]",
+        help="a further step of the capacity ladder, tried when the one before it gets no "
+        "capacity in time (repeatable, in order), e.g. --fallback FlexStart,zone=us-east5-b,"
+        "wait=30m --fallback Spot",
+    )
     parser.add_argument("--node-pool", help="node pool name (adds its node selector)")
     parser.add_argument(
         "-o", "--output", choices=("table", "json", "yaml"), default="table", help="output format"
@@ -136,6 +145,7 @@ def _spec_from_flags(args: argparse.Namespace) -> dict[str, Any]:
         zones=args.zones,
         maxWaitDuration=args.max_wait_duration,
         maxRunDuration=args.max_run_duration,
+        fallback=[_fallback_step(text) for text in args.fallback] if args.fallback else None,
     )
     return _present(
         accelerator=accelerator,
@@ -144,6 +154,27 @@ def _spec_from_flags(args: argparse.Namespace) -> dict[str, Any]:
         nodePool=_present(name=args.node_pool),
         template=_PLACEHOLDER_TEMPLATE,
     )
+
+
+_STEP_KEYS = {"zone": "zones", "wait": "maxWaitDuration", "reservation": "reservation"}
+
+
+def _fallback_step(text: str) -> dict[str, Any]:
+    """`FlexStart,zone=us-east5-b,wait=30m` -> a fallback step of the spec."""
+    mode, *settings = [part.strip() for part in text.split(",")]
+    step: dict[str, Any] = {"mode": mode}
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep or key not in _STEP_KEYS or not value:
+            raise SpecError(
+                f"--fallback {text}",
+                f"{setting!r} is not one of zone=ZONE, wait=DURATION, reservation=NAME",
+            )
+        if key == "zone":
+            step.setdefault("zones", []).append(value)
+        else:
+            step[_STEP_KEYS[key]] = value
+    return step
 
 
 def _present(**fields: Any) -> dict[str, Any]:
@@ -163,11 +194,18 @@ def _load_manifest(path: Path) -> tuple[dict[str, Any], str | None]:
     name, uid = metadata.get("name"), metadata.get("uid")
     pool = (document["spec"].get("nodePool") or {}).get("name")
     if pool is None and name and uid:
-        pool = default_node_pool_name(name, uid, slices_of(document["spec"]))
+        ladder = steps_of(document["spec"]) > 1
+        pool = default_node_pool_name(name, uid, slices_of(document["spec"]), ladder)
     return document["spec"], pool
 
 
 def resolve(args: argparse.Namespace) -> SlicePlan:
+    """The plan of the request's first (or only) step."""
+    return resolve_ladder(args)[0]
+
+
+def resolve_ladder(args: argparse.Namespace) -> list[SlicePlan]:
+    """The plan of every step of the request's capacity ladder, in order."""
     if args.filename is not None:
         raw, pool = _load_manifest(args.filename)
     else:
@@ -176,17 +214,26 @@ def resolve(args: argparse.Namespace) -> SlicePlan:
         spec = TrainingRequestSpec.model_validate(raw)
     except ValidationError as error:
         raise from_validation_error(error) from None
-    return plan_slice(spec, pool_name=pool)
+    first = plan_slice(spec, pool_name=pool)  # every step's rules checked here
+    return [first] + [
+        plan_slice(
+            spec.at_step(step), pool_name=step_pool_base(pool, step) if pool is not None else None
+        )
+        for step in range(1, spec.ladder_steps)
+    ]
 
 
 def _flagged(error: SpecError, from_flags: bool) -> str:
-    flag = FLAGS.get(error.field) if from_flags else None
+    field = error.field
+    if field.startswith("spec.provisioning.fallback["):
+        field = "spec.provisioning.fallback"  # the n-th --fallback
+    flag = FLAGS.get(field) if from_flags else None
     return f"{flag} ({error})" if flag else str(error)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        plan = resolve(args)
+        ladder = resolve_ladder(args)
     except InvalidSpec as invalid:
         print(
             f"dws-operator plan: {_flagged(invalid.first, args.filename is None)}", file=sys.stderr
@@ -195,14 +242,46 @@ def run(args: argparse.Namespace) -> int:
     except SpecError as error:
         print(f"dws-operator plan: {error}", file=sys.stderr)
         return 2
+    plan = ladder[0]
     document = plan.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if len(ladder) > 1:
+        document["ladder"] = [_step_document(index, step) for index, step in enumerate(ladder)]
     if args.output == "json":
         print(json.dumps(document, indent=2))
     elif args.output == "yaml":
         print(yaml.safe_dump(document, sort_keys=False), end="")
     else:
         print(render_table(plan))
+        for index, step in enumerate(ladder[1:], start=1):
+            print()
+            print(render_step(index, len(ladder), step))
     return 0
+
+
+def _step_document(index: int, plan: SlicePlan) -> dict[str, Any]:
+    return {
+        "step": index + 1,
+        "maxWaitSeconds": plan.max_wait_seconds,
+        "nodePool": plan.node_pool.model_dump(mode="json", by_alias=True, exclude_none=True),
+    }
+
+
+def render_step(index: int, steps: int, plan: SlicePlan) -> str:
+    """A fallback step for people: its mode, wait and node pool (the slice is the first
+    step's: only how the capacity is obtained changes)."""
+    wait = format_duration_seconds(plan.max_wait_seconds, zero="forever")
+    rows = [
+        (f"Step {index + 1} of {steps}", [f"{plan.node_pool.mode.value}, waits {wait}"]),
+        ("Node pool", _pool_lines(plan, step=index)),
+    ]
+    if plan.node_selector:
+        rows.append(("Node selector", [f"{k}={v}" for k, v in plan.node_selector.items()]))
+    width = max(len(label) for label, _ in rows) + 2
+    return "\n".join(
+        f"{(label if i == 0 else ''):<{width}}{value}"
+        for label, values in rows
+        for i, value in enumerate(values)
+    )
 
 
 def render_table(plan: SlicePlan) -> str:
@@ -247,7 +326,7 @@ def _node_lines(plan: SlicePlan, unit: str, hosts: str) -> list[str]:
     ]
 
 
-def _pool_lines(plan: SlicePlan) -> list[str]:
+def _pool_lines(plan: SlicePlan, step: int = 0) -> list[str]:
     pool = plan.node_pool
     flags = [
         name
@@ -265,8 +344,10 @@ def _pool_lines(plan: SlicePlan) -> list[str]:
     elif pool.name:
         name = f"name {pool.name}"
     else:
-        name = "name derived from the TrainingRequest" + (
-            f", one per slice (-s0..-s{plan.slices - 1})" if plan.multi_slice else ""
+        name = (
+            "name derived from the TrainingRequest"
+            + (f" + -f{step}" if step else "")
+            + (f", one per slice (-s0..-s{plan.slices - 1})" if plan.multi_slice else "")
         )
     lines = [
         name,

@@ -381,6 +381,9 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
                 "QueuedProvisioning needs a Kueue LocalQueue: set spec.queueName or the "
                 "operator's DWS_DEFAULT_QUEUE",
             )
+    outside = _zones_outside(run, result.ladder, config.location) if managed else None
+    if outside is not None:
+        return outside
     too_old = _gke_too_old(run, spec, plan) if managed else None
     if too_old is not None:
         return too_old
@@ -397,6 +400,33 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
     if waiting is not None:
         return waiting
     return _workload(run, spec, plan, config)
+
+
+def region_of(location: str) -> str:
+    """`us-east5` of a region or of one of its zones (`us-east5-a`): regions have one
+    hyphen (`europe-west4`, `northamerica-northeast1`), zones two."""
+    return location.rsplit("-", 1)[0] if location.count("-") >= 2 else location
+
+
+def _zones_outside(
+    run: _Draft, ladder: tuple[ProvisioningSpec, ...], location: str | None
+) -> Decision | None:
+    """Failed at once when a step names a zone outside the cluster's region: GKE refuses
+    such a pool, and finding out only when the ladder gets to that step wastes the
+    steps before it."""
+    if location is None or run.status.phase in TERMINAL_PHASES:
+        return None
+    region = region_of(location)
+    for index, provisioning in enumerate(ladder):
+        path = "spec.provisioning" if index == 0 else f"spec.provisioning.fallback[{index - 1}]"
+        for zone in provisioning.zones or ():
+            if region_of(zone) != region:
+                return run.fail(
+                    "ZoneOutsideCluster",
+                    f"{path}.zones: {zone} is not in the cluster's region {region} (cluster "
+                    f"location {location}); GKE makes node pools only in its cluster's region",
+                )
+    return None
 
 
 def _gke_too_old(run: _Draft, spec: TrainingRequestSpec, plan: SlicePlan) -> Decision | None:

@@ -11,6 +11,21 @@ BAR_WIDTH = 24
 
 
 @dataclass(frozen=True)
+class StepView:
+    """One step of a capacity ladder as the request's `status.attempts` has it."""
+
+    step: int
+    mode: str
+    zones: tuple[str, ...] = ()
+    outcome: str | None = None
+    message: str = ""
+
+    @property
+    def where(self) -> str:
+        return f"{self.mode} in {', '.join(self.zones)}" if self.zones else self.mode
+
+
+@dataclass(frozen=True)
 class Snapshot:
     at: float  # seconds since the request was applied
     phase: str | None
@@ -19,6 +34,8 @@ class Snapshot:
     planned_nodes: int | None
     max_wait_seconds: int | None
     restarts: int = 0
+    #: The capacity ladder's attempts so far (none without fallback steps).
+    steps: tuple[StepView, ...] = ()
 
 
 @dataclass
@@ -30,10 +47,21 @@ class ProgressLog:
     drained_at: float | None = None
     _last: Snapshot | None = None
     _waiting_since: float | None = None
+    _steps_started: set[int] = field(default_factory=set)
+    _steps_ended: set[int] = field(default_factory=set)
 
     def update(self, now: Snapshot) -> list[str]:
         last, lines = self._last, []
         stamp = f"[{now.at:6.1f}s]"
+        for step in now.steps:
+            # Ended before started: a step that began and ended between two looks.
+            if step.step not in self._steps_started:
+                self._steps_started.add(step.step)
+                lines.append(f"{stamp} step {step.step} started: {step.where}")
+            if step.outcome is not None and step.step not in self._steps_ended:
+                self._steps_ended.add(step.step)
+                why = f" ({step.message})" if step.message else ""
+                lines.append(f"{stamp} step {step.step} ended {step.outcome}: {step.where}{why}")
         if now.phase != (last.phase if last else None) and now.phase is not None:
             self.phase_times.setdefault(now.phase, now.at)
             lines.append(f"{stamp} {now.phase:<19} {now.message}".rstrip())

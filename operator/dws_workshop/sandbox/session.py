@@ -27,13 +27,14 @@ from dws_operator.durations import parse_duration
 from dws_operator.kueue_objects import LOCAL_QUEUE as QUEUE
 from dws_operator.kueue_objects import QUEUED_LOCAL_QUEUE as QUEUED_QUEUE
 from dws_operator.kueue_objects import dws_objects
+from dws_operator.reconcile.decide import region_of
 from dws_workshop.devcluster import DevCluster, DevClusterOptions, MissingBinaries, find_binaries
 from dws_workshop.devcluster.crds import install_third_party_crds, install_training_request_crd
 from dws_workshop.devcluster.jobset import JobSetManager
 from dws_workshop.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_workshop.devcluster.stages import kwok_config
-from dws_workshop.emulator import DEFAULT_CLUSTER, EmulatorConfig, EmulatorThread
-from dws_workshop.sandbox.progress import ProgressLog, Snapshot
+from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterConfig, EmulatorConfig, EmulatorThread
+from dws_workshop.sandbox.progress import ProgressLog, Snapshot, StepView
 from dws_workshop.simulator.autoscaler import Autoscaler
 from dws_workshop.simulator.scenario import CapacityRule, SimScenario, load_scenario
 
@@ -56,6 +57,19 @@ def default_manifest() -> dict[str, Any]:
     text = resources.files("dws_workshop.sandbox").joinpath("sample.yaml").read_text()
     document: dict[str, Any] = yaml.safe_load(text)
     return document
+
+
+def sandbox_cluster(manifest: dict[str, Any]) -> str:
+    """The emulated GKE cluster for `manifest`: a regional cluster in the region of the
+    zones it names (every step of a capacity ladder), so its pools may use them; else
+    the default, in us-central1."""
+    provisioning = (manifest.get("spec") or {}).get("provisioning") or {}
+    steps = [provisioning, *(provisioning.get("fallback") or [])]
+    zones = [z for step in steps for z in step.get("zones") or [] if isinstance(z, str)]
+    if not zones:
+        return DEFAULT_CLUSTER
+    region = region_of(zones[0])
+    return DEFAULT_CLUSTER.replace("/locations/us-central1/", f"/locations/{region}/")
 
 
 def _load(path: Path | None) -> dict[str, Any]:
@@ -99,14 +113,21 @@ class Sandbox:
             stack.callback(api.close)
             install_training_request_crd(api)
             kueue = self._start_kueue(stack, api, cluster.kubeconfig)
+            gke_cluster = sandbox_cluster(manifest)
             emulator = stack.enter_context(
-                EmulatorThread(EmulatorConfig(operation_latency_seconds=1.0))
+                EmulatorThread(
+                    EmulatorConfig(
+                        operation_latency_seconds=1.0, clusters=[ClusterConfig(name=gke_cluster)]
+                    )
+                )
             )
-            stack.enter_context(Autoscaler(emulator, cluster.kubeconfig, scenario))
+            stack.enter_context(
+                Autoscaler(emulator, cluster.kubeconfig, scenario, cluster=gke_cluster)
+            )
             config = OperatorConfig(
                 project="dws-sandbox",
-                location="us-central1",
-                cluster=DEFAULT_CLUSTER.rsplit("/", 1)[-1],
+                location=gke_cluster.split("/")[3],
+                cluster=gke_cluster.rsplit("/", 1)[-1],
                 gke_endpoint=emulator.endpoint,
                 compute_endpoint=emulator.compute_endpoint,
                 kueue=KueueMode.REQUIRED if kueue else KueueMode.DISABLED,
@@ -180,8 +201,18 @@ class Sandbox:
                 message=status.get("message") or "",
                 nodes=nodes,
                 planned_nodes=plan.get("totalNodes") or plan.get("nodes"),
-                max_wait_seconds=_seconds(body["spec"]["provisioning"].get("maxWaitDuration")),
+                max_wait_seconds=_seconds(_step_wait(body["spec"]["provisioning"], status)),
                 restarts=status.get("restarts", 0),
+                steps=tuple(
+                    StepView(
+                        step=a["step"],
+                        mode=a["mode"],
+                        zones=tuple(a.get("zones") or ()),
+                        outcome=a.get("outcome"),
+                        message=a.get("message") or "",
+                    )
+                    for a in status.get("attempts") or ()
+                ),
             )
             lines = log.update(snapshot)
             if tty:
@@ -222,3 +253,14 @@ class Sandbox:
 
 def _seconds(text: str | None) -> int | None:
     return int(parse_duration(text).total_seconds()) if text else None
+
+
+def _step_wait(provisioning: dict[str, Any], status: dict[str, Any]) -> str | None:
+    """The maxWaitDuration of the ladder step the request is on (a step without its own
+    waits as long as the first)."""
+    first = provisioning.get("maxWaitDuration")
+    step = int(status.get("step") or 1)
+    fallback = provisioning.get("fallback") or []
+    if step < 2 or step - 2 >= len(fallback):
+        return first
+    return fallback[step - 2].get("maxWaitDuration") or first

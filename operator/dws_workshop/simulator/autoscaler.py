@@ -235,7 +235,9 @@ class Autoscaler:
             zones = place_nodes(
                 pool,
                 want - len(nodes),
-                lambda room: self.scenario.capacity_zone(room, accelerator, waited, pool_count),
+                lambda room: self.scenario.capacity_zone(
+                    room, accelerator, waited, pool_count, pool.shape.mode, now
+                ),
             )
             if not zones:
                 return

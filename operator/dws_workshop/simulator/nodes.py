@@ -159,10 +159,23 @@ class PoolShape:
     gpu_driver: str | None = None
     #: A GPU pool whose nodes get no driver from GKE: they offer no `nvidia.com/gpu`.
     driverless: bool = False
+    #: Its VMs come from one specific reservation.
+    reserved: bool = False
 
     @property
     def multi_host(self) -> bool:
         return self.slice_nodes > 1
+
+    @property
+    def mode(self) -> str:
+        """How the pool gets its VMs, named as a TrainingRequest's provisioning mode."""
+        if self.queued:
+            return "QueuedProvisioning"
+        if self.flex_start:
+            return "FlexStart"
+        if self.spot:
+            return "Spot"
+        return "Reservation" if self.reserved else "OnDemand"
 
     @property
     def labels(self) -> dict[str, str]:
@@ -258,6 +271,8 @@ def pool_shape(pool: container_v1.NodePool) -> PoolShape:
         tpu_topology=topology,
         slice_nodes=slice_nodes,
         flex_start=bool(config.flex_start),
+        reserved=config.reservation_affinity.consume_reservation_type
+        == container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION,
         spot=bool(config.spot),
         queued=queued,
         max_run_duration_seconds=max_run or None,

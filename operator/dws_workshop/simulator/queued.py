@@ -161,7 +161,12 @@ class QueuedCapacity:
             return
         # All of a request's nodes come in one zone, within a per-zone maximum if any.
         zone = self.scenario.capacity_zone(
-            zones_with_room(pool, count), accelerator_of(pool.shape), waited, len(pools)
+            zones_with_room(pool, count),
+            accelerator_of(pool.shape),
+            waited,
+            len(pools),
+            pool.shape.mode,
+            now,
         )
         if zone is None:
             return

@@ -12,7 +12,10 @@ capacity:                          # first matching rule wins; no match: capacit
     accelerator: tpu-v6e-slice     # GPU type or TPU node label; omitted: any
     after_seconds: 300             # arrives this long after a scale-up starts waiting for it
   - accelerator: nvidia-h100-80gb
-    stockout: true                 # never arrives
+    mode: Spot                     # FlexStart, QueuedProvisioning, Spot, OnDemand, Reservation
+    stockout: true                 # never arrives ...
+    from_seconds: 0                # ... while the clock is in [from, until) (omitted: always)
+    until_seconds: 3600
 preemptions:                       # Spot VMs taken back
   - at_seconds: 120                # first Spot node matching pool/zone that exists then or later
     pool: my-spot-pool             # omitted: any Spot pool
@@ -24,7 +27,7 @@ All times are simulated seconds; the autoscaler's clock starts when it does.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,17 +46,33 @@ class ScenarioModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+#: How a pool gets its VMs, as a capacity rule names it (the TrainingRequest's modes).
+CapacityMode = Literal["FlexStart", "QueuedProvisioning", "Spot", "OnDemand", "Reservation"]
+
+
 class CapacityRule(ScenarioModel):
     zone: str | None = None
     accelerator: str | None = None
+    #: The kind of VMs the rule is about; omitted: any.
+    mode: CapacityMode | None = None
     #: Capacity arrives this many simulated seconds after a scale-up starts waiting.
     after_seconds: Seconds = 0.0
-    #: Capacity never arrives.
+    #: Capacity never arrives (while the rule is in force).
     stockout: bool = False
+    #: The rule is in force from this simulated second (the autoscaler's clock) ...
+    from_seconds: Seconds = 0.0
+    #: ... until this one (omitted: for good); outside it, other rules decide.
+    until_seconds: Seconds | None = None
 
-    def matches(self, zone: str, accelerator: str | None) -> bool:
-        return (self.zone is None or self.zone == zone) and (
-            self.accelerator is None or self.accelerator == accelerator
+    def matches(
+        self, zone: str, accelerator: str | None, mode: str | None = None, now: float = 0.0
+    ) -> bool:
+        return (
+            (self.zone is None or self.zone == zone)
+            and (self.accelerator is None or self.accelerator == accelerator)
+            and (self.mode is None or self.mode == mode)
+            and self.from_seconds <= now
+            and (self.until_seconds is None or now < self.until_seconds)
         )
 
 
@@ -80,21 +99,30 @@ class SimScenario(ScenarioModel):
         """Simulated seconds a scale-up waits beyond capacity, in a cluster of `pools`."""
         return self.many_pools_scale_up_delay_seconds if pools > self.many_pools_threshold else 0.0
 
-    def rule(self, zone: str, accelerator: str | None) -> CapacityRule | None:
-        return next((r for r in self.capacity if r.matches(zone, accelerator)), None)
+    def rule(
+        self, zone: str, accelerator: str | None, mode: str | None = None, now: float = 0.0
+    ) -> CapacityRule | None:
+        return next((r for r in self.capacity if r.matches(zone, accelerator, mode, now)), None)
 
     def capacity_zone(
-        self, zones: list[str], accelerator: str | None, waited: float, pools: int = 0
+        self,
+        zones: list[str],
+        accelerator: str | None,
+        waited: float,
+        pools: int = 0,
+        mode: str | None = None,
+        now: float = 0.0,
     ) -> str | None:
-        """The first of `zones` with capacity for `accelerator` after waiting `waited`
-        simulated seconds in a cluster of `pools` node pools; None while every zone is
-        still short, or while a cluster of many pools keeps the autoscaler slow."""
+        """The first of `zones` with capacity for `accelerator` VMs of `mode` after
+        waiting `waited` simulated seconds, at simulated second `now`, in a cluster of
+        `pools` node pools; None while every zone is still short, or while a cluster of
+        many pools keeps the autoscaler slow."""
         delay = self.scale_up_delay(pools)
         if waited < delay:
             return None
         waited -= delay
         for zone in zones:
-            rule = self.rule(zone, accelerator)
+            rule = self.rule(zone, accelerator, mode, now)
             if rule is None:
                 return zone
             if not rule.stockout and waited >= rule.after_seconds:

@@ -18,6 +18,7 @@ from dws_workshop.devcluster.kueue import KueueManager
 from dws_workshop.devcluster.stages import kwok_config
 from dws_workshop.emulator import (
     DEFAULT_CLUSTER,
+    ClusterConfig,
     ClusterManagerEmulator,
     EmulatorConfig,
     EmulatorThread,
@@ -92,17 +93,24 @@ def stack(
             queue: str | None = None,
             queued_queue: str | None = None,
             operator: bool = True,
+            cluster: str = DEFAULT_CLUSTER,
         ) -> Scenario:
             """`operator=False`: the test starts (and stops) operators itself, with the
-            scenario's `operator_config`."""
-            emulator: ClusterManagerEmulator = resources.enter_context(
-                EmulatorThread(EmulatorConfig(operation_latency_seconds=0.5))
+            scenario's `operator_config`. `cluster`: the emulated GKE cluster's path (its
+            location decides the zones its pools may use)."""
+            emulator_config = EmulatorConfig(
+                operation_latency_seconds=0.5, clusters=[ClusterConfig(name=cluster)]
             )
-            resources.enter_context(Autoscaler(emulator, simcluster_e2e.kubeconfig, scenario))
+            emulator: ClusterManagerEmulator = resources.enter_context(
+                EmulatorThread(emulator_config)
+            )
+            resources.enter_context(
+                Autoscaler(emulator, simcluster_e2e.kubeconfig, scenario, cluster=cluster)
+            )
             config = OperatorConfig(
-                project="dws-sandbox",
-                location="us-central1",
-                cluster=DEFAULT_CLUSTER.rsplit("/", 1)[-1],
+                project=cluster.split("/")[1],
+                location=cluster.split("/")[3],
+                cluster=cluster.rsplit("/", 1)[-1],
                 gke_endpoint=emulator.endpoint,
                 compute_endpoint=emulator.compute_endpoint,
                 kueue=kueue,
@@ -115,7 +123,7 @@ def stack(
                 resources.enter_context(
                     OperatorThread(config, kubeconfig=simcluster_e2e.kubeconfig)
                 )
-            made = Scenario(e2e_api, e2e_namespace, emulator)
+            made = Scenario(e2e_api, e2e_namespace, emulator, cluster)
             made.operator_config = config
             made.operator_kubeconfig = simcluster_e2e.kubeconfig
             return made

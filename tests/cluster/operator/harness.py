@@ -28,9 +28,15 @@ class Scenario:
     """One TrainingRequest in one namespace, and what it caused."""
 
     def __init__(
-        self, api: k8s.ApiClient, namespace: str, emulator: ClusterManagerEmulator
+        self,
+        api: k8s.ApiClient,
+        namespace: str,
+        emulator: ClusterManagerEmulator,
+        cluster: str = DEFAULT_CLUSTER,
     ) -> None:
         self.api = api
+        #: The emulated GKE cluster the operator serves.
+        self.cluster = cluster
         self.namespace = namespace
         self.emulator = emulator
         self.objects = k8s.CustomObjectsApi(api)
@@ -90,7 +96,16 @@ class Scenario:
         return self._pool_name
 
     def pool(self) -> Any:
-        return self.emulator.node_pool(f"{DEFAULT_CLUSTER}/nodePools/{self.pool_name}")
+        return self.emulator.node_pool(f"{self.cluster}/nodePools/{self.pool_name}")
+
+    def pool_names(self) -> set[str]:
+        """Every node pool GKE has in the cluster now."""
+        return {str(pool.name) for pool, _ in self.emulator.node_pools(self.cluster)}
+
+    def pool_nodes(self, name: str) -> int:
+        """Nodes of pool `name` in GKE now (0 when it does not exist)."""
+        counts = {str(pool.name): n for pool, n in self.emulator.node_pools(self.cluster)}
+        return counts.get(name, 0)
 
     def created_pools(self) -> list[Any]:
         """The CreateNodePool requests for this request's pool that GKE accepted."""
@@ -106,7 +121,7 @@ class Scenario:
         gke = container_v1.ClusterManagerClient(
             transport=ClusterManagerGrpcTransport(channel=channel)
         )
-        operation = gke.create_node_pool(parent=DEFAULT_CLUSTER, node_pool=pool)
+        operation = gke.create_node_pool(parent=self.cluster, node_pool=pool)
         eventually(
             lambda: (
                 gke.get_operation(name=f"{OPERATIONS}/{operation.name}").status
