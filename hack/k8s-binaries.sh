@@ -52,7 +52,7 @@ while IFS= read -r line || [[ -n $line ]]; do
     die "${VERSIONS_FILE}:${lineno}: expected a plain KEY=value line, got: ${line}"
   fi
 done <"$VERSIONS_FILE"
-for key in KUBERNETES_VERSION ETCD_VERSION KWOK_VERSION HELM_VERSION KUEUE_VERSION JOBSET_VERSION AUTOSCALER_PROVREQ_VERSION; do
+for key in KUBERNETES_VERSION ETCD_VERSION KWOK_VERSION HELM_VERSION KUEUE_VERSION JOBSET_VERSION AUTOSCALER_PROVREQ_VERSION PROMETHEUS_VERSION; do
   [[ -n ${PIN[$key]:-} ]] || die "${VERSIONS_FILE}: ${key} is not set"
   [[ ${PIN[$key]} =~ ^v[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]+)?$ ]] ||
     die "${VERSIONS_FILE}: ${key}=${PIN[$key]} is not a Go module version (vX.Y.Z)"
@@ -64,6 +64,7 @@ HELM_V=${PIN[HELM_VERSION]}
 KUEUE_V=${PIN[KUEUE_VERSION]}
 JOBSET_V=${PIN[JOBSET_VERSION]}
 PROVREQ_V=${PIN[AUTOSCALER_PROVREQ_VERSION]}
+PROM_V=${PIN[PROMETHEUS_VERSION]}
 GO_MIN=${PIN[GO_MIN_VERSION]:-}
 
 # Module and package paths.
@@ -77,6 +78,7 @@ HELM_MOD=helm.sh/helm/v${HELM_MAJOR}
 KUEUE_MOD=sigs.k8s.io/kueue
 JOBSET_MOD=sigs.k8s.io/jobset # its root package is the controller-manager's main package
 PROVREQ_MOD=k8s.io/autoscaler/cluster-autoscaler/apis
+PROM_MOD=github.com/prometheus/prometheus
 KUEUE_CRD_SUBDIR=config/components/crd/bases
 JOBSET_CRD_SUBDIR=config/components/crd/bases
 PROVREQ_CRD_FILE=config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml
@@ -85,7 +87,7 @@ PROVREQ_CRD_FILE=config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml
 short_version() { # pseudo-versions shortened to their commit hash
   if [[ $1 =~ -[0-9]{14}-([0-9a-f]{12})$ ]]; then printf '%s' "${BASH_REMATCH[1]}"; else printf '%s' "$1"; fi
 }
-TAG="k8s-${K8S_V}_etcd-${ETCD_V}_kwok-${KWOK_V}_helm-${HELM_V}_kueue-${KUEUE_V}_jobset-${JOBSET_V}_provreq-$(short_version "$PROVREQ_V")"
+TAG="k8s-${K8S_V}_etcd-${ETCD_V}_kwok-${KWOK_V}_helm-${HELM_V}_kueue-${KUEUE_V}_jobset-${JOBSET_V}_provreq-$(short_version "$PROVREQ_V")_prometheus-${PROM_V}"
 CACHE_DIR=${DWS_CACHE_DIR:-${HOME:?HOME is not set; set DWS_CACHE_DIR}/.cache/dws-operator}
 OUT_DIR=${CACHE_DIR}/bin/${TAG}
 
@@ -93,7 +95,7 @@ OUT_DIR=${CACHE_DIR}/bin/${TAG}
 # Targets
 # ---------------------------------------------------------------------------
 DEFAULT_TARGETS=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm crds)
-ALL_TARGETS=("${DEFAULT_TARGETS[@]}" kueue jobset)
+ALL_TARGETS=("${DEFAULT_TARGETS[@]}" kueue jobset prometheus)
 
 # Which pin each target belongs to (used to reuse binaries from other cache dirs).
 target_token() {
@@ -104,6 +106,7 @@ target_token() {
     helm) echo "helm-${HELM_V}" ;;
     kueue) echo "kueue-${KUEUE_V}" ;;
     jobset) echo "jobset-${JOBSET_V}" ;;
+    prometheus) echo "prometheus-${PROM_V}" ;;
     *) echo "" ;;
   esac
 }
@@ -115,6 +118,7 @@ target_version() {
     helm) echo "$HELM_V" ;;
     kueue) echo "$KUEUE_V" ;;
     jobset) echo "$JOBSET_V" ;;
+    prometheus) echo "$PROM_V" ;;
     crds) echo "kueue ${KUEUE_V}, jobset ${JOBSET_V}, provisioningrequest $(short_version "$PROVREQ_V")" ;;
   esac
 }
@@ -130,7 +134,7 @@ for arg in "$@"; do
     --print-dir) PRINT_DIR_ONLY=1 ;;
     default) requested+=("${DEFAULT_TARGETS[@]}") ;;
     all) requested+=("${ALL_TARGETS[@]}") ;;
-    etcd | kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kwok | helm | kueue | jobset | crds)
+    etcd | kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kwok | helm | kueue | jobset | prometheus | crds)
       requested+=("$arg") ;;
     *) die "unknown target '${arg}'; known: ${ALL_TARGETS[*]} default all (see --help)" ;;
   esac
@@ -446,6 +450,18 @@ fi
 if want jobset; then
   go_build jobset "$JOBSET_MOD" "$JOBSET_V" "-X ${JOBSET_MOD}/pkg/version.GitVersion=${JOBSET_V} -X ${JOBSET_MOD}/pkg/version.GitCommit=@COMMIT@" \
     "jobset=${JOBSET_MOD}"
+fi
+
+if want prometheus; then
+  # Prometheus 3.X.Y is Go module v0.3XX.Y (3.16.0: v0.316.0); the UI assets are not
+  # embedded (no builtinassets tag): the tests use the HTTP API only.
+  prom_minor=${PROM_V#v0.}
+  prom_patch=${prom_minor#*.}
+  prom_minor=${prom_minor%%.*}
+  prom_release="3.$((prom_minor - 300)).${prom_patch}"
+  go_build prometheus "$PROM_MOD" "$PROM_V" \
+    "-X github.com/prometheus/common/version.Version=${prom_release} -X github.com/prometheus/common/version.Revision=@COMMIT@ -X github.com/prometheus/common/version.BuildDate=@DATE@" \
+    "prometheus=${PROM_MOD}/cmd/prometheus"
 fi
 
 if want crds; then

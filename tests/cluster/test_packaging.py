@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import uuid
@@ -14,6 +15,7 @@ import yaml
 from kubernetes import client as k8s
 
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
+from dws_operator.dashboard import dashboard_json
 from dws_operator.identity import MANAGED_BY
 from dws_operator.kueue_objects import KUEUE_GROUP_VERSION, dws_flavors, dws_objects
 from dws_workshop.devcluster import DevCluster, find_binaries
@@ -384,3 +386,34 @@ def test_chart_with_one_replica_has_no_budget(helm: Helm) -> None:
     objects = _objects(helm, "--set", "replicaCount=1")
     assert ("PodDisruptionBudget", "ha-dws-operator") not in objects
     assert objects[("Deployment", "ha-dws-operator")]["spec"]["replicas"] == 1  # type: ignore[index]
+
+
+def test_chart_serves_metrics_and_ships_the_dashboard(helm: Helm) -> None:
+    default: dict[Any, Any] = _objects(helm)
+    service = default[("Service", "ha-dws-operator-metrics")]
+    assert service["spec"]["ports"] == [
+        {"name": "metrics", "port": 8081, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+    pod = default[("Deployment", "ha-dws-operator")]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env["DWS_METRICS_PORT"], env["DWS_LOG_FORMAT"]) == ("8081", "text")
+    assert {"name": "metrics", "containerPort": 8081, "protocol": "TCP"} in container["ports"]
+    # Off by default: the ServiceMonitor (and never without its CRD) and the dashboard.
+    assert not [k for k in default if k[0] in ("ServiceMonitor", "ConfigMap")]
+    wanted = ["--set", "metrics.serviceMonitor.enabled=true"]
+    wanted += ["--set", "metrics.dashboard.enabled=true"]
+    assert not [k for k in _objects(helm, *wanted) if k[0] == "ServiceMonitor"]
+    crd = "monitoring.coreos.com/v1/ServiceMonitor"
+    on: dict[Any, Any] = _objects(helm, *wanted, "--api-versions", crd)
+    monitor = on[("ServiceMonitor", "ha-dws-operator")]
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "interval": "30s"}]
+    dashboard = on[("ConfigMap", "ha-dws-operator-dashboard")]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["dws-operator.json"]) == json.loads(dashboard_json())
+    off: dict[Any, Any] = _objects(helm, "--set", "metrics.enabled=false")
+    assert ("Service", "ha-dws-operator-metrics") not in off
+    pod = off[("Deployment", "ha-dws-operator")]["spec"]["template"]["spec"]
+    assert {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}[
+        "DWS_METRICS_PORT"
+    ] == "0"

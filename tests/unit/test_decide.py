@@ -46,7 +46,12 @@ from dws_operator.reconcile import (
 )
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.conditions import set_condition
-from dws_operator.reconcile.decide import DRAIN_SECONDS, RUNNING_POLL_SECONDS, planned
+from dws_operator.reconcile.decide import (
+    DRAIN_SECONDS,
+    PAST_DEADLINE_SECONDS,
+    RUNNING_POLL_SECONDS,
+    planned,
+)
 from dws_operator.workload import (
     MAX_RUN_ANNOTATION,
     QUEUE_LABEL,
@@ -289,7 +294,8 @@ def test_fresh_request_creates_the_node_pool(body: dict[str, Any]) -> None:
     assert cond_tuple(d, cond.NODE_POOL_READY) == ("False", "Creating")
     assert condition(d, cond.NODE_POOL_READY).last_transition_time == T0
     assert d.events == [Event("Normal", "Provisioning", f"Creating node pool {POOL}")]
-    assert d.requeue_after is None  # the scheduler wakes it when GKE is done
+    # The scheduler wakes it when GKE is done; the timer is maxWaitDuration's deadline.
+    assert d.requeue_after == 24 * 3600 + PAST_DEADLINE_SECONDS
     assert d.released is False
 
 
@@ -321,7 +327,8 @@ def test_pool_not_ready_waits(state: PoolState) -> None:
     assert d.status.message == f"Node pool {POOL} is {state.value.lower()}"
     assert cond_tuple(d, cond.NODE_POOL_READY) == ("False", "Provisioning")
     assert d.events == []
-    assert d.requeue_after is None  # the pool's next snapshot wakes it
+    # The pool's next snapshot wakes it; the timer is maxWaitDuration's deadline.
+    assert d.requeue_after == 24 * 3600 + PAST_DEADLINE_SECONDS
 
 
 @pytest.mark.parametrize(
@@ -1627,7 +1634,19 @@ def test_a_create_waiting_for_an_operation_slot_says_where_it_stands() -> None:
         "(GKE runs 5 node pool operations at a time in this cluster)"
     )
     assert d.status.message == f"Creating node pool {POOL}: {message}"
-    assert d.requeue_after is None
+    # The scheduler wakes it when its turn comes; the timer is only for maxWaitDuration,
+    # which runs while it waits in line (requested at T0, a day's wait).
+    assert d.requeue_after == 24 * 3600 + PAST_DEADLINE_SECONDS
+
+
+def test_a_create_waiting_in_line_past_its_wait_times_out() -> None:
+    status = status_at(Phase.PROVISIONING, MULTI, job=None)
+    queued = OperationView(kind="Create", running=False, position=7, queued=40, slots=5)
+    later = T0 + timedelta(hours=24, seconds=1)
+    obs = dataclasses.replace(observed(MULTI, status, now=later), operations={POOL: queued})
+    d = run(obs)
+    assert d.status.phase == Phase.FAILED
+    assert [type(a).__name__ for a in d.actions] == ["CancelPoolOperation"]
 
 
 def test_a_new_create_behind_others_says_so_in_its_first_status() -> None:

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from dws_operator.api import AttemptOutcome, Phase, TrainingRequestSpec, TrainingRequestStatus
+from dws_operator.catalog import GkeVersion
+from dws_operator.controller.reconciler import merge_patch
 from dws_operator.naming import (
     MAX_NODE_POOL_NAME,
     default_node_pool_name,
@@ -34,6 +36,7 @@ from dws_operator.reconcile import (
     failed,
 )
 from dws_operator.reconcile.decide import (
+    HELD_BACK_SECONDS,
     abandoned_pool_names,
     attempt_number,
     pool_names_for,
@@ -512,3 +515,84 @@ def test_a_zone_outside_the_clusters_region_fails_before_any_step() -> None:
     assert decision.actions == []
     zonal = dataclasses.replace(CONFIG, location="us-east5-b")
     assert decide(observe(TPU_LADDER), zonal).status.phase == Phase.PROVISIONING
+
+
+# -- review findings: the step change leaves nothing behind -----------------------------
+
+
+def test_the_status_patch_clears_what_the_decision_cleared() -> None:
+    old = {"phase": "Running", "startedAt": "t", "nodePool": {"name": "q", "reused": True}}
+    new = {"phase": "Provisioning", "nodePool": {"name": "q-f1"}}
+    assert merge_patch(old, new) == {
+        "phase": "Provisioning",
+        "startedAt": None,
+        "nodePool": {"name": "q-f1", "reused": None},
+    }
+    assert merge_patch(new, new) == {}
+
+
+def test_a_left_over_job_goes_even_when_the_request_has_ended() -> None:
+    waiting = _waiting(GPU_LADDER, T0)
+    last = waiting.status.model_copy(update={"step": 3})
+    ended = failed(observe(GPU_LADDER, last), "Stockout", "GCE_STOCKOUT").status
+    assert ended.phase == Phase.FAILED
+    obs = dataclasses.replace(observe(GPU_LADDER, ended), stale_jobs=(NAME,))
+    decision = decide(obs, CONFIG)
+    assert names(decision, DeleteJob) == [NAME]
+
+
+def test_moving_on_calls_off_the_steps_own_queued_create() -> None:
+    first = decide(observe(TPU_LADDER), CONFIG)
+    queued = {BASE: OperationView(kind="Create", running=False, position=2, queued=9, slots=5)}
+    later = T0 + timedelta(minutes=31)
+    moved = decide(observe(TPU_LADDER, first.status, now=later, operations=queued), CONFIG)
+    assert moved.status.step == 2
+    assert names(moved, CancelPoolOperation) == [BASE]
+
+
+def test_a_pool_whose_delete_gke_refused_is_held_back() -> None:
+    waiting = _waiting(TPU_LADDER, T0)
+    moved = decide(observe(TPU_LADDER, waiting.status, now=T0 + timedelta(hours=1)), CONFIG)
+    pools = {BASE: pool(BASE)}
+    obs = dataclasses.replace(observe(TPU_LADDER, moved.status, pools=pools), held_back={BASE})
+    decision = decide(obs, CONFIG)
+    assert names(decision, DeleteNodePool) == []
+    assert decision.requeue_after == HELD_BACK_SECONDS
+    # Deleting the request still waits for it.
+    gone = dataclasses.replace(obs, request=dataclasses.replace(obs.request, deleting=True))
+    assert decide(gone, CONFIG).released is False
+
+
+def test_a_restart_reopens_the_steps_attempt() -> None:
+    spot_first = spec_body(
+        gpu("nvidia-h100-80gb", nodes=2),
+        mode="Spot",
+        provisioning={"maxWaitDuration": "10m", "fallback": [{"mode": "OnDemand"}]},
+        maxRestarts=2,
+    )
+    pools = {BASE: PoolView(BASE, PoolState.RUNNING, True, 2, "a3-highgpu-8g")}
+    status = decide(observe(spot_first), CONFIG).status
+    status = decide(observe(spot_first, status, pools=pools), CONFIG).status
+    ready = JobView(NAME, ours=True, ready=2)
+    running = decide(observe(spot_first, status, pools=pools, job=ready), CONFIG).status
+    assert (running.attempts or [])[0].outcome == AttemptOutcome.PROVISIONED
+    lost = JobView(NAME, ours=True, failed=True, disrupted=True)
+    restart = decide(observe(spot_first, running, pools=pools, job=lost), CONFIG).status
+    attempt = (restart.attempts or [])[0]
+    assert (attempt.outcome, attempt.ended_at, attempt.restarts) == (None, None, 1)
+    assert restart.started_at is None
+
+
+def test_every_steps_gke_version_is_checked_before_the_first_pool() -> None:
+    # TPU flex-start needs GKE 1.33.0-gke.1712000: a Spot first step does not, step 2 does.
+    body = spec_body(
+        tpu("v6e", "4x4"),
+        mode="Spot",
+        provisioning={"maxWaitDuration": "10m", "fallback": [{"mode": "FlexStart"}]},
+    )
+    old = GkeVersion.parse("1.32.3-gke.1000")
+    obs = dataclasses.replace(observe(body), cluster_version=old)
+    decision = decide(obs, CONFIG)
+    assert decision.status.phase == Phase.FAILED
+    assert "TPU flex-start requires GKE" in (decision.status.message or "")
+    assert decision.actions == []

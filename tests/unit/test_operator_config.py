@@ -155,3 +155,30 @@ def test_leader_election_defaults_are_client_gos(monkeypatch: pytest.MonkeyPatch
 def test_bad_leader_election_settings(env: dict[str, str], words: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(words)):
         OperatorConfig.from_env({**BASE, **env})
+
+
+def test_metrics_are_on_by_default_and_logs_are_text() -> None:
+    config = OperatorConfig.from_env(BASE)
+    assert (config.metrics_port, config.metrics_address, config.log_format) == (
+        8081,
+        "0.0.0.0",
+        "text",
+    )
+    off = OperatorConfig.from_env({**BASE, "DWS_METRICS_PORT": "0"})
+    assert off.metrics_port is None
+    flags = OperatorConfig.from_env(BASE, metrics_port="9100", log_format="JSON")
+    assert (flags.metrics_port, flags.log_format) == (9100, "json")
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"DWS_METRICS_PORT": "http"}, "DWS_METRICS_PORT='http' is not valid"),
+        ({"DWS_METRICS_PORT": "70000"}, "expected a whole number 0-65535"),
+        ({"DWS_METRICS_ADDRESS": "localhost"}, "expected an IP address"),
+        ({"DWS_LOG_FORMAT": "yaml"}, "DWS_LOG_FORMAT='yaml' is not valid; use text or json"),
+    ],
+)
+def test_bad_metrics_and_log_settings(env: dict[str, str], words: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        OperatorConfig.from_env({**BASE, **env})

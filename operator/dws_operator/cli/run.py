@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import kopf
 
 from dws_operator.controller import ConfigError, OperatorConfig, run_operator
 from dws_operator.controller.leader import LeaseSettings
+from dws_operator.controller.logs import configure_logging
 
 
 def register(commands: Any) -> None:
@@ -54,6 +54,14 @@ def register(commands: Any) -> None:
         "DWS_LEASE_RENEW_DEADLINE_SECONDS, DWS_LEASE_RETRY_PERIOD_SECONDS)",
     )
     parser.add_argument("--lease-namespace", help="namespace of the Lease (default: the pod's own)")
+    parser.add_argument(
+        "--metrics-port",
+        help="port of the Prometheus /metrics endpoint, 0 for none (DWS_METRICS_PORT, "
+        "default 8081)",
+    )
+    parser.add_argument(
+        "--log-format", help="text or json: one JSON object per line (DWS_LOG_FORMAT)"
+    )
     parser.set_defaults(run=run)
 
 
@@ -72,12 +80,14 @@ def run(args: argparse.Namespace) -> int:
             running_poll_seconds=args.running_poll_seconds,
             leader_elect=args.leader_elect,
             lease_namespace=args.lease_namespace,
+            metrics_port=args.metrics_port,
+            log_format=args.log_format,
         )
         lease = config.lease_settings()
     except ConfigError as error:
         print(f"dws-operator run: {error}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(config.log_format)
     try:
         asyncio.run(_serve(config, args, lease))
     except Exception as error:

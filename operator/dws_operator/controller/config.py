@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -25,6 +26,12 @@ _LOCATION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+(-[a-z])?$")
 _CLUSTER_RE = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 _ENDPOINT_RE = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
 _HTTP_ENDPOINT_RE = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
+
+
+#: `/metrics` listens here unless told otherwise (the chart's `metrics.port`); the
+#: liveness endpoint has 8080.
+DEFAULT_METRICS_PORT = 8081
+LOG_FORMATS = ("text", "json")
 
 
 class KueueMode(StrEnum):
@@ -75,6 +82,12 @@ class OperatorConfig:
     pool_idle_seconds: float = 300.0
     #: Leader election on a Lease (for more than one replica); None: off (one replica).
     lease: LeaseConfig | None = None
+    #: Port of `/metrics` (Prometheus); 0: any free port (tests); None: no endpoint.
+    metrics_port: int | None = None
+    #: Address `/metrics` listens on: every interface in a pod, 127.0.0.1 in tests.
+    metrics_address: str = "0.0.0.0"
+    #: `text` (people) or `json` (one object per line, for log pipelines).
+    log_format: str = "text"
 
     def lease_settings(self) -> LeaseSettings | None:
         """This process's candidacy for the Lease, None without leader election."""
@@ -150,6 +163,23 @@ class OperatorConfig:
         idle_text = get("pool_idle_seconds", "DWS_POOL_IDLE_SECONDS")
         idle = 300.0 if idle_text is None else _idle_seconds(idle_text)
         lease = _lease(get)
+        metrics_text = get("metrics_port", "DWS_METRICS_PORT")
+        metrics_port = (
+            DEFAULT_METRICS_PORT
+            if metrics_text is None
+            else _whole(metrics_text, "DWS_METRICS_PORT", 0, 65535)
+        )
+        metrics_address = get("metrics_address", "DWS_METRICS_ADDRESS") or "0.0.0.0"
+        try:
+            ipaddress.ip_address(metrics_address)
+        except ValueError:
+            raise ConfigError(
+                f"DWS_METRICS_ADDRESS={metrics_address!r} is not valid; expected an IP address "
+                "such as 0.0.0.0 or 127.0.0.1"
+            ) from None
+        log_format = (get("log_format", "DWS_LOG_FORMAT") or "text").strip().lower()
+        if log_format not in LOG_FORMATS:
+            raise ConfigError(f"DWS_LOG_FORMAT={log_format!r} is not valid; use text or json")
         return cls(
             project,
             location,
@@ -165,6 +195,10 @@ class OperatorConfig:
             refresh,
             idle,
             lease,
+            # 0 turns the endpoint off, as controller-runtime's metrics address does.
+            metrics_port=metrics_port or None,
+            metrics_address=metrics_address,
+            log_format=log_format,
         )
 
 

@@ -22,6 +22,7 @@ from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.config import KueueMode, OperatorConfig
 from dws_operator.controller.kube import LOCAL_QUEUES, KubeApi, connect
 from dws_operator.controller.login import log_in
+from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.controller.reconciler import FINALIZER
 from dws_operator.controller.runtime import Controller, build_controller
 from dws_operator.gke import GkeError
@@ -108,7 +109,11 @@ async def _use_kueue(mode: KueueMode, kube: KubeApi) -> bool:
     return bool(served)
 
 
-def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> kopf.OperatorRegistry:
+def build_registry(
+    config: OperatorConfig,
+    kubeconfig: Path | None = None,
+    metrics: OperatorMetrics | None = None,
+) -> kopf.OperatorRegistry:
     """Handlers bound to `config`; a registry of their own, so tests can run several."""
     registry = kopf.OperatorRegistry()
 
@@ -140,7 +145,7 @@ def build_registry(config: OperatorConfig, kubeconfig: Path | None = None) -> ko
             installed = await _use_kueue(config.kueue, kube)
             # Several slices run as a JobSet: without its API they fail at once, clearly.
             jobset = JOBSET_VERSION in await kube.served_versions(JOBSET_GROUP)
-            controller = build_controller(config, api, kube, installed, jobset)
+            controller = build_controller(config, api, kube, installed, jobset, metrics)
             await controller.fill(kube, config.namespaces, jobset, kueue=installed)
         except BaseException:
             # Tried again (or the operator stops); the cleanup handler never sees these

@@ -332,7 +332,13 @@ class OperationScheduler:
                     return
                 operation.step += 1  # nothing to do for this step
         except CalledOff as why:
-            log.info("%s of node pool %s called off: %s", operation.kind, operation.pool, why)
+            log.info(
+                "%s of node pool %s called off: %s",
+                operation.kind,
+                operation.pool,
+                why,
+                extra=_fields(operation),
+            )
             self._active.discard(operation.pool)
             if self._ops.get(operation.pool) is operation:
                 del self._ops[operation.pool]
@@ -366,7 +372,13 @@ class OperationScheduler:
         self._active.discard(pool)
         operation.running = None
         if not error.retryable:
-            log.warning("%s of node pool %s failed: %s", operation.kind, pool, error)
+            log.warning(
+                "%s of node pool %s failed: %s",
+                operation.kind,
+                pool,
+                error,
+                extra=_fields(operation),
+            )
             self._errors[pool] = (operation.owner, error)
             del self._ops[pool]
         else:
@@ -382,7 +394,13 @@ class OperationScheduler:
                 operation.not_before = now + min(first * 2**operation.attempts, cap)
                 operation.attempts += 1
                 operation.last_error = error
-            log.info("%s of node pool %s: %s (retrying)", operation.kind, pool, error)
+            log.info(
+                "%s of node pool %s: %s (retrying)",
+                operation.kind,
+                pool,
+                error,
+                extra=_fields(operation),
+            )
             bisect.insort(self._queue, (operation.order, pool))
         self.wake(operation.owner)
         self._kick.set()
@@ -410,7 +428,13 @@ class OperationScheduler:
         if self._ops.get(pool) is operation:
             del self._ops[pool]
         if error is not None:
-            log.warning("%s of node pool %s failed: %s", operation.kind, pool, error)
+            log.warning(
+                "%s of node pool %s failed: %s",
+                operation.kind,
+                pool,
+                error,
+                extra=_fields(operation),
+            )
             if not error.retryable:
                 self._errors[pool] = (operation.owner, error)
         self.wake(operation.owner)
@@ -539,3 +563,10 @@ def _began(operation: Operation, sent: float, answered: float) -> float:
         return answered
     ago = rfc3339.now() - start
     return min(max(answered - ago.total_seconds(), sent), answered)
+
+
+def _fields(operation: PoolOperation) -> dict[str, str]:
+    """A log record's fields for `operation` (see `controller.logs`)."""
+    fields = {"pool": operation.pool, "operation": operation.kind}
+    fields["request"] = "/".join(operation.owner)
+    return fields

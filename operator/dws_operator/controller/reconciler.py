@@ -9,7 +9,9 @@ scheduler, which starts them within GKE's limits; the pass never waits on GKE.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +22,8 @@ from dws_operator.api import Phase, TrainingRequestStatus
 from dws_operator.controller.cache import Key
 from dws_operator.controller.events import EventPoster
 from dws_operator.controller.kube import Conflict, Invalid, WorkloadRejected
+from dws_operator.controller.logs import about
+from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.controller.observe import Sources, observe, request_view
 from dws_operator.controller.operations import (
     CalledOff,
@@ -57,6 +61,7 @@ from dws_operator.reconcile import (
     failed,
 )
 from dws_operator.reconcile.decide import (
+    HELD_BACK_SECONDS,
     abandoned_pool_names,
     planned,
     pool_name_for,
@@ -82,14 +87,37 @@ def _dump(status: TrainingRequestStatus) -> dict[str, Any]:
     return status.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
+def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) that turns `old` into `new`: a field `new` no
+    longer has is sent as null, which removes it (left out, it would stay as it was:
+    a cleared `startedAt` would still say the work had started)."""
+    patch: dict[str, Any] = {}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            nested = merge_patch(before, value)
+            if nested:
+                patch[key] = nested
+        elif before != value:
+            patch[key] = value
+    for key in old:
+        if key not in new:
+            patch[key] = None
+    return patch
+
+
 class Reconciler:
     def __init__(
         self,
         sources: Sources,
         config: ReconcileConfig,
         policies: Callable[[], WorkloadPolicyClient] | None = None,
+        metrics: OperatorMetrics | None = None,
     ) -> None:
         self.sources = sources
+        self.metrics = metrics or OperatorMetrics()
+        #: Pools of steps left behind, until when their delete is held back.
+        self._held: dict[str, float] = {}
         self.kube = sources.kube
         self.cache = sources.cache
         self.config = config
@@ -105,6 +133,7 @@ class Reconciler:
         of it left to look after (gone, or deleted and released)."""
         body = self.cache.request(key)
         if body is None:
+            self.metrics.request_gone(key)
             return None
         self.passes += 1
         metadata = body.get("metadata") or {}
@@ -115,11 +144,12 @@ class Reconciler:
             # create still waiting for its turn is called off.
             view = request_view(body)
             self.call_off(key, (*pool_names_for(view), *abandoned_pool_names(view)))
+            self.metrics.request_gone(key)
             return None
         body = await self._check_reused_pool(key, body)
         if self.sources.shelf.enabled:
             body = await self._reuse_idle_pool(key, body)
-        observed = await observe(body, self.sources)
+        observed = self._held_back(key, await observe(body, self.sources))
         decision = self._with_operation_errors(observed, decide(observed, self.config))
         body = await self._write_status(body, observed.request, decision.status)
         if any(not isinstance(a, _HELD_BY_THEIR_OPERATION) for a in decision.actions):
@@ -137,8 +167,14 @@ class Reconciler:
                     decision.requeue_after = AT_ONCE
         except WorkloadRejected as rejected:
             decision = failed(observed, rejected.reason, rejected.message)
-            body = await self._write_status(body, observed.request, decision.status)
+            # Against the status as written a moment ago, not as observed.
+            body = await self._write_status(body, request_view(body), decision.status)
+        created = metadata.get("creationTimestamp")
+        self.metrics.request_seen(
+            key, observed.request.spec, created, observed.request.status, decision.status
+        )
         if decision.released:
+            self.metrics.request_gone(key)
             await self._set_finalizers(body, [f for f in finalizers if f != FINALIZER])
             # Gone from the API once its last finalizer is: not kept in the cache (the
             # DELETED event may have come already and would not come again).
@@ -264,13 +300,40 @@ class Reconciler:
             return None
         return shape_of(render_node_pool(plan, name=own, labels={}))
 
+    def _held_back(self, key: Key, observed: Observed) -> Observed:
+        """Pools of steps left behind whose delete GKE refused for good: said in the log,
+        and not asked again for `HELD_BACK_SECONDS` (GKE would refuse at once again)."""
+        now = time.monotonic()
+        for pool in observed.abandoned_names:
+            error = self.sources.operations.take_error(pool, key)
+            if error is not None:
+                log.warning(
+                    "%s: deleting node pool %s of a step left behind: %s (again in %.0fs)",
+                    _name(observed.request),
+                    pool,
+                    error,
+                    HELD_BACK_SECONDS,
+                    extra=about(_name(observed.request), pool=pool, operation="Delete"),
+                )
+                self._held[pool] = now + HELD_BACK_SECONDS
+        held = frozenset(p for p in observed.abandoned_names if self._held.get(p, 0.0) > now)
+        for pool in [p for p, until in self._held.items() if until <= now]:
+            del self._held[pool]
+        return dataclasses.replace(observed, held_back=held) if held else observed
+
     def _with_operation_errors(self, observed: Observed, decision: Decision) -> Decision:
         """A create GKE refused for good (quota, stockout, invalid): the request fails."""
         operations = self.sources.operations
         for pool in pool_names_for(observed.request):
             error = operations.take_error(pool, (observed.request.namespace, observed.request.name))
             if error is not None and not observed.request.deleting:
-                log.warning("%s: node pool %s: %s", _name(observed.request), pool, error)
+                log.warning(
+                    "%s: node pool %s: %s",
+                    _name(observed.request),
+                    pool,
+                    error,
+                    extra=about(_name(observed.request), pool=pool),
+                )
                 return failed(observed, error.reason, error.message)
         return decision
 
@@ -293,9 +356,19 @@ class Reconciler:
     async def _write_status(
         self, body: Mapping[str, Any], request: RequestView, status: TrainingRequestStatus
     ) -> Mapping[str, Any]:
-        if _dump(status) == _dump(request.status):
+        patch = merge_patch(_dump(request.status), _dump(status))
+        if not patch:
             return body
-        updated = await self.kube.patch_status(request.namespace, request.name, _dump(status))
+        updated = await self.kube.patch_status(request.namespace, request.name, patch)
+        if status.phase != request.status.phase:
+            log.info(
+                "%s: %s -> %s: %s",
+                _name(request),
+                request.status.phase,
+                status.phase,
+                status.message or "",
+                extra=about(_name(request), phase=str(status.phase)),
+            )
         if updated is None:
             return body
         self.cache.put_request(updated)
@@ -303,7 +376,12 @@ class Reconciler:
 
     async def _execute(self, request: RequestView, body: Mapping[str, Any], action: Action) -> bool:
         """Carry the action out; False when it found the cache out of date (and mended it)."""
-        log.info("%s: %s", _name(request), type(action).__name__)
+        log.info(
+            "%s: %s",
+            _name(request),
+            type(action).__name__,
+            extra=about(_name(request), pool=_pool_of(action), operation=type(action).__name__),
+        )
         key = (request.namespace, request.name)
         created = str((body.get("metadata") or {}).get("creationTimestamp") or "")
         operations = self.sources.operations
@@ -422,6 +500,12 @@ class Reconciler:
 
 #: Actions whose pool operation adds the finalizer itself, when its turn comes.
 _HELD_BY_THEIR_OPERATION = (CreateNodePool, TakeOverNodePool, CancelPoolOperation)
+
+
+def _pool_of(action: Action) -> str | None:
+    """The node pool an action is about, for the log line's `pool` field."""
+    pools = CreateNodePool | TakeOverNodePool | ScaleNodePoolToZero | DeleteNodePool
+    return action.name if isinstance(action, pools | CancelPoolOperation) else None
 
 
 def _name(request: RequestView) -> str:

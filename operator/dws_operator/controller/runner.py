@@ -21,6 +21,7 @@ from dws_operator.controller.fence import FENCE, LeaseLost
 from dws_operator.controller.handlers import build_registry
 from dws_operator.controller.kube import KubeApi, connect
 from dws_operator.controller.leader import LeaderElector, LeaseSettings
+from dws_operator.controller.metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +38,39 @@ async def run_operator(
     liveness_endpoint: str | None = None,
     lease: LeaseSettings | None = None,
     lease_lost: Callable[[LeaseLost], None] | None = None,
+    metrics: OperatorMetrics | None = None,
 ) -> None:
     """Run until `stop_flag`. With `lease`, first wait to hold it (answering liveness
     probes meanwhile), then reconcile while it is renewed; when it is lost,
-    `lease_lost` is called (default: `exit_at_once`), which must stop every action now."""
+    `lease_lost` is called (default: `exit_at_once`), which must stop every action now.
+    `/metrics` is served on `config.metrics_port` (a standby replica's too: it says
+    `dws_leader 0`)."""
+    metrics = metrics or OperatorMetrics()
+    if config.metrics_port is not None and metrics.port is None:
+        port = metrics.serve(config.metrics_port, config.metrics_address)
+        log.info("metrics at http://%s:%d/metrics", config.metrics_address, port)
+    try:
+        await _run(
+            config, kubeconfig, stop_flag, ready_flag, liveness_endpoint, lease, lease_lost, metrics
+        )
+    finally:
+        metrics.leader.set(0)
+        metrics.close()
+
+
+async def _run(
+    config: OperatorConfig,
+    kubeconfig: Path | None,
+    stop_flag: threading.Event | asyncio.Event | None,
+    ready_flag: threading.Event | asyncio.Event | None,
+    liveness_endpoint: str | None,
+    lease: LeaseSettings | None,
+    lease_lost: Callable[[LeaseLost], None] | None,
+    metrics: OperatorMetrics,
+) -> None:
     if lease is None:
-        await _reconcile(config, kubeconfig, stop_flag, ready_flag, liveness_endpoint)
+        metrics.leader.set(1)
+        await _reconcile(config, kubeconfig, stop_flag, ready_flag, liveness_endpoint, metrics)
         return
     api = await connect(str(kubeconfig) if kubeconfig else None)
     tasks: list[asyncio.Task[None]] = []
@@ -53,9 +81,10 @@ async def run_operator(
                 return
         lost = lease_lost or exit_at_once
         FENCE.arm(elector, lost)
+        metrics.leader.set(1)
         keeping = asyncio.create_task(elector.keep(), name="dws-lease")
         operating = asyncio.create_task(
-            _reconcile(config, kubeconfig, stop_flag, ready_flag, liveness_endpoint)
+            _reconcile(config, kubeconfig, stop_flag, ready_flag, liveness_endpoint, metrics)
         )
         tasks += [keeping, operating]
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -89,9 +118,10 @@ async def _reconcile(
     stop_flag: threading.Event | asyncio.Event | None,
     ready_flag: threading.Event | asyncio.Event | None,
     liveness_endpoint: str | None,
+    metrics: OperatorMetrics,
 ) -> None:
     await kopf.operator(
-        registry=build_registry(config, kubeconfig),
+        registry=build_registry(config, kubeconfig, metrics),
         clusterwide=not config.namespaces,
         namespaces=list(config.namespaces),
         # Replicas are kept apart by the Lease (kopf's peering only pauses others).
@@ -157,6 +187,9 @@ class OperatorThread:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, name="dws-operator", daemon=True)
+        #: This operator's metrics (served on `config.metrics_port`; `metrics.port` says
+        #: where once it started).
+        self.metrics = OperatorMetrics()
 
     def _main(self) -> None:
         try:
@@ -172,6 +205,7 @@ class OperatorThread:
                 kubeconfig=self.kubeconfig,
                 stop_flag=self._stop,
                 ready_flag=self._ready,
+                metrics=self.metrics,
             )
         except BaseException as error:
             # Said before asyncio.run returns: it then waits for kopf's thread watching

@@ -8,6 +8,7 @@ import ctypes
 import functools
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from dws_operator.controller.config import OperatorConfig
 from dws_operator.controller.fence import FENCE
 from dws_operator.controller.kube import LOCAL_QUEUES, ApiError, Connection, KubeApi
 from dws_operator.controller.login import LoginError
+from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.controller.observe import Sources
 from dws_operator.controller.operations import OperationScheduler, PoolOperation, Priority
 from dws_operator.controller.pools import PoolSnapshot
@@ -135,6 +137,8 @@ class Controller:
         """One pass over `key`, and when to look at it again."""
         if not self.snapshot.listed:
             await self.snapshot.refresh()  # GKE must answer before any pool is judged absent
+        metrics = self.reconciler.metrics
+        began = time.monotonic()
         try:
             decision = await self.reconciler.reconcile(key)
         except (
@@ -145,10 +149,12 @@ class Controller:
             aiohttp.ClientError,
             TimeoutError,
         ) as error:
+            metrics.reconciled(time.monotonic() - began, ok=False)
             # Never crash or hot-loop: say what failed, wait longer each time.
             delay = self.queue.backoff(key)
             log.warning("%s/%s: pass failed, again in %.0fs: %s", *key, delay, error)
             return
+        metrics.reconciled(time.monotonic() - began, ok=True)
         self.queue.succeeded(key)
         if decision is None or decision.released:
             self.queue.forget(key)
@@ -391,13 +397,20 @@ def build_controller(
     kube: KubeApi,
     kueue: bool,
     jobset: bool,
+    metrics: OperatorMetrics | None = None,
 ) -> Controller:
+    metrics = metrics or OperatorMetrics()
+    api.on_error = metrics.kube_error
     gke_api = connect_gke(config.gke_endpoint)
     # Every attempt of every GKE call asks the fence first: a replica that lost its
     # Lease sends nothing more, reads included (it is about to exit anyway).
-    gke = NodePoolClient(gke_api, config.cluster_path, guard=FENCE.check)
+    gke = NodePoolClient(gke_api, config.cluster_path, guard=FENCE.check, observer=metrics.gke_call)
     mutations = NodePoolClient(
-        gke_api, config.cluster_path, retry=RetryPolicy(attempts=1), guard=FENCE.check
+        gke_api,
+        config.cluster_path,
+        retry=RetryPolicy(attempts=1),
+        guard=FENCE.check,
+        observer=metrics.gke_call,
     )
     cache = KubeCache()
     queue: WorkQueue[Key] = WorkQueue()
@@ -433,6 +446,7 @@ def build_controller(
             running_poll_seconds=config.running_poll_seconds,
         ),
         policies,
+        metrics,
     )
     controller = Controller(
         api, gke_api, cache, queue, dependents, snapshot, scheduler, shelf, reconciler

@@ -10,7 +10,7 @@ import logging
 import ssl
 import tempfile
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,8 @@ class Connection:
         self._relogin = asyncio.Lock()
         self._closing: set[asyncio.Task[None]] = set()
         self._session = self._open(login)
+        #: Told the HTTP status of every answer that is an error (the operator's metrics).
+        self.on_error: Callable[[int], None] | None = None
 
     @classmethod
     async def open(cls, kubeconfig: str | None = None, connections: int = 10) -> Connection:
@@ -140,6 +142,8 @@ class Connection:
                     return answer
                 if response.status == 401 and attempt == 1 and await self._renew(login):
                     continue
+                if self.on_error is not None:
+                    self.on_error(response.status)
                 raise api_error(
                     response.status, response.reason or "", answer.decode("utf-8", "replace")
                 )

@@ -141,8 +141,11 @@ class NodePoolClient:
         version_ttl: float = VERSION_TTL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         guard: Callable[[], None] | None = None,
+        observer: Callable[[str, str, float], None] | None = None,
     ) -> None:
         self.api = api
+        #: Told every attempt's method, gRPC code name and seconds (the operator's metrics).
+        self.observer = observer
         #: Called before every attempt of every call; raising stops the call (a replica
         #: that lost its leader Lease sends nothing more to GKE, retries included).
         self.guard = guard
@@ -346,6 +349,11 @@ class NodePoolClient:
             raise classify_status(status_code(current.error.code), current.error.message)
         return current
 
+    def _observe(self, rpc: Callable[..., Any], code: grpc.StatusCode | None, began: float) -> None:
+        if self.observer is not None:
+            name = code.name if code is not None else "UNKNOWN"
+            self.observer(method_name(rpc), name, time.monotonic() - began)
+
     async def call(self, rpc: Callable[..., Awaitable[T]], request: Any) -> T:
         """Any ClusterManager RPC of `api`: timeout, classification, bounded retries.
 
@@ -356,19 +364,30 @@ class NodePoolClient:
         for attempt in range(len(pauses) + 1):
             if self.guard is not None:
                 self.guard()
+            began = time.monotonic()
             try:
-                return await rpc(request=request, retry=None, timeout=self.call_timeout)
+                answer = await rpc(request=request, retry=None, timeout=self.call_timeout)
             except (
                 core_exceptions.GoogleAPICallError,
                 grpc.aio.AioRpcError,
                 TimeoutError,
             ) as error:
                 classified = classify(error)
+                self._observe(rpc, classified.code, began)
                 if not classified.retryable or attempt == len(pauses):
                     raise classified from error
+            else:
+                self._observe(rpc, grpc.StatusCode.OK, began)
+                return answer
             pause = pauses[attempt]
             await asyncio.sleep(pause * (1 - self.retry.jitter * random.random()))
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def method_name(rpc: Callable[..., Any]) -> str:
+    """GKE's name of the method `rpc` calls: create_node_pool -> CreateNodePool."""
+    name = getattr(rpc, "__name__", "") or "Unknown"
+    return "".join(part.capitalize() for part in name.split("_"))
 
 
 def _capped(current: container_v1.NodePoolAutoscaling) -> container_v1.NodePoolAutoscaling | None:

@@ -9,7 +9,7 @@ what it already created.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NamedTuple
@@ -77,6 +77,9 @@ NEXT_STEP_SECONDS = 1.0
 NODES_IN_USE_SECONDS = 5.0
 #: A deadline is looked at this long after it passes, so the pass then sees it passed.
 PAST_DEADLINE_SECONDS = 1.0
+#: How long a pool of a step left behind, whose delete GKE refused for good (say, a
+#: permission missing), waits before its delete is tried again.
+HELD_BACK_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,13 @@ def base_pool_name(request: RequestView) -> str:
         return name
     ladder = steps_of(request.spec) > 1
     return default_node_pool_name(request.name, request.uid, slices_of(request.spec), ladder)
+
+
+def soonest(first: float | None, second: float | None) -> float | None:
+    """The sooner of two timers; None (no timer) only when neither is set."""
+    if first is None or second is None:
+        return first if second is None else second
+    return min(first, second)
 
 
 def pool_name_for(request: RequestView) -> str:
@@ -214,6 +224,12 @@ class _Draft:
         self.status = observed.request.status.model_copy(deep=True)
         self.status.observed_generation = self.request.generation
         self.decision = Decision(status=self.status)
+        #: A look wanted within this many seconds, whatever the phase's own timer says.
+        self.wake_by: float | None = None
+
+    def wake_within(self, seconds: float) -> None:
+        self.wake_by = seconds if self.wake_by is None else min(self.wake_by, seconds)
+        self.decision.requeue_after = soonest(self.decision.requeue_after, self.wake_by)
 
     def condition(self, type_: str, status: cond.ConditionStatus, reason: str, msg: str) -> None:
         self.status.conditions = cond.set_condition(
@@ -226,7 +242,7 @@ class _Draft:
     def phase(self, phase: Phase, message: str, requeue: float | None = FOLLOW_SECONDS) -> Decision:
         self.status.phase = phase
         self.status.message = message
-        self.decision.requeue_after = requeue
+        self.decision.requeue_after = soonest(requeue, self.wake_by)
         if phase != self.before:
             kind = "Warning" if phase == Phase.FAILED else "Normal"
             self.decision.events.append(Event(kind, phase.value, message))
@@ -331,6 +347,10 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
         return _invalid(run, result)
     spec, plan = result.spec, result.plan
     _abandon(run)
+    for stale in run.observed.stale_jobs:
+        # An earlier attempt's workload (a restart or a step change interrupted midway):
+        # gone before anything else, so nothing starts on what was given up.
+        run.act(DeleteJob(stale, workload_kind(run.request.spec)))
     if len(result.ladder) > 1:
         _begin_attempt(run, result)
     run.condition(cond.VALID, "True", "Planned", f"{plan.nodes} x {plan.machine_type}")
@@ -381,10 +401,11 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
                 "QueuedProvisioning needs a Kueue LocalQueue: set spec.queueName or the "
                 "operator's DWS_DEFAULT_QUEUE",
             )
-    outside = _zones_outside(run, result.ladder, config.location) if managed else None
+    ladder = len(result.ladder) > 1
+    outside = _zones_outside(run, result.ladder, config.location) if managed and ladder else None
     if outside is not None:
         return outside
-    too_old = _gke_too_old(run, spec, plan) if managed else None
+    too_old = _gke_too_old(run, spec, plan, result.ladder) if managed else None
     if too_old is not None:
         return too_old
     run.status.requested_at = run.status.requested_at or run.now
@@ -429,19 +450,29 @@ def _zones_outside(
     return None
 
 
-def _gke_too_old(run: _Draft, spec: TrainingRequestSpec, plan: SlicePlan) -> Decision | None:
+def _gke_too_old(
+    run: _Draft,
+    spec: TrainingRequestSpec,
+    plan: SlicePlan,
+    ladder: tuple[ProvisioningSpec, ...],
+) -> Decision | None:
     """Failed at once when the cluster's GKE is older than a feature of the request needs:
     GKE would refuse the pool, or accept settings it ignores. Checked only before the
-    first pool is created; a pool GKE already made proves the version was enough."""
+    first pool is created (every step of a ladder then, not when the ladder reaches
+    it); a pool GKE already made proves the version was enough."""
     observed = run.observed
     cluster = observed.cluster_version
     if cluster is None or any(p is not None for p in observed.slice_pools(plan.slices)):
         return None
+    if len(ladder) > 1 and step_of(run.request) > 0:
+        return None  # checked for every step on the first
     tpu = spec.accelerator.tpu
-    gates = version_gates(
-        plan.kind, spec.provisioning.mode, tpu.version if tpu else None, plan.slices
-    )
-    unmet = unmet_gates(cluster, gates)
+    gates = [
+        gate
+        for mode in dict.fromkeys(step.mode for step in ladder)
+        for gate in version_gates(plan.kind, mode, tpu.version if tpu else None, plan.slices)
+    ]
+    unmet = list(dict.fromkeys(unmet_gates(cluster, gates)))
     if not unmet:
         return None
     needs = ", ".join(f"{g.feature} requires GKE {g.minimum} or later" for g in unmet)
@@ -525,16 +556,18 @@ def _node_pool(
         queued = _queued(run.observed, missing)
         if queued is not None:
             run.condition(cond.NODE_POOL_READY, "False", "WaitingForOperationSlot", queued)
-            return run.phase(Phase.PROVISIONING, f"Creating {names}: {queued}", None)
+            return run.phase(
+                Phase.PROVISIONING, f"Creating {names}: {queued}", _until_timeout(run, plan)
+            )
         retrying = next((operations[n].retrying for n in missing if n in operations), "")
         detail = f" ({retrying}; retrying)" if retrying else ""
         run.condition(cond.NODE_POOL_READY, "False", "Creating", f"creating {names}{detail}")
-        return run.phase(Phase.PROVISIONING, f"Creating {names}{detail}", None)
+        return run.phase(Phase.PROVISIONING, f"Creating {names}{detail}", _until_timeout(run, plan))
     if busy:
         states = "; ".join(f"node pool {n} {state}" for n, state in busy)
         run.condition(cond.NODE_POOL_READY, "False", "Provisioning", states)
         message = "; ".join(f"Node pool {n} is {state.lower()}" for n, state in busy)
-        return run.phase(Phase.PROVISIONING, message, None)
+        return run.phase(Phase.PROVISIONING, message, _until_timeout(run, plan))
     ready = _pool_list(list(plan.pool_names))
     run.condition(cond.NODE_POOL_READY, "True", "Created", f"{ready} {_are(plan)} ready")
     return None
@@ -549,7 +582,9 @@ def _take_over(run: _Draft, plan: SlicePlan, name: str) -> Decision:
     detail = f": {queued}" if queued else ""
     message = f"taking over idle node pool {name} (same shape){detail}"
     run.condition(cond.NODE_POOL_READY, "False", "Reusing", message)
-    return run.phase(Phase.PROVISIONING, message[0].upper() + message[1:], None)
+    return run.phase(
+        Phase.PROVISIONING, message[0].upper() + message[1:], _until_timeout(run, plan)
+    )
 
 
 def _queued(observed: Observed, pools: list[str]) -> str | None:
@@ -609,9 +644,6 @@ def _workload(
             run.act(CreateService(render_service(ref)))
 
     kind = workload_kind(run.request.spec)
-    for stale in observed.stale_jobs:
-        # An earlier attempt whose deletion a crash interrupted: one Job at a time.
-        run.act(DeleteJob(stale, kind))
     job = observed.job
     attempt = attempt_number(run.status)
     total = plan.total_nodes
@@ -695,6 +727,8 @@ def _restart(run: _Draft, spec: TrainingRequestSpec, step: StepPlan, failed_job:
     status.restarts += 1
     if current is not None:
         current.restarts += 1
+        # The step asks for capacity again: its attempt is open until it gets it.
+        current.ended_at = current.outcome = current.message = None
     status.started_at = None
     status.requested_at = run.now
     kind = workload_kind(run.request.spec)
@@ -790,7 +824,8 @@ def _next_step(run: _Draft, step: StepPlan, outcome: AttemptOutcome, why: str) -
     if job is not None and job.ours:
         # Nothing may start late on a step given up: its pods go with their Job.
         run.act(DeleteJob(job.name, workload_kind(run.request.spec)))
-    _remove_pools(run, [p for p in observed.all_pools if p is not None and p.ours])
+    ours = [p for p in observed.all_pools if p is not None and p.ours]
+    _remove_pools(run, ours, also=step.plan.pool_names)
     status.step = step.step + 2
     status.requested_at = run.now
     status.started_at = None
@@ -807,14 +842,20 @@ def _next_step(run: _Draft, step: StepPlan, outcome: AttemptOutcome, why: str) -
     return run.phase(Phase.PROVISIONING, message[0].upper() + message[1:], NEXT_STEP_SECONDS)
 
 
-def _remove_pools(run: _Draft, pools: list[PoolView]) -> None:
+def _remove_pools(run: _Draft, pools: list[PoolView], also: Iterable[str] = ()) -> None:
     """Delete the given pools of the request (not while an operation on them runs: it
-    ends first and wakes the request) and call off creates of them not yet started."""
-    operations = run.observed.operations
+    ends first and wakes the request; nor while GKE's refusal of the last delete holds
+    it back) and call off creates not yet started of them, of `also` and of every pool
+    of a step left behind."""
+    observed = run.observed
+    operations = observed.operations
     for pool in pools:
-        if pool.state != PoolState.STOPPING and pool.name not in operations:
+        held = pool.name in observed.held_back
+        if pool.state != PoolState.STOPPING and pool.name not in operations and not held:
             run.act(DeleteNodePool(pool.name))
-    names = {p.name for p in pools} | run.observed.abandoned_names
+        if held:
+            run.wake_within(HELD_BACK_SECONDS)
+    names = {p.name for p in pools} | set(also) | observed.abandoned_names
     for name, operation in operations.items():
         unstarted = operation.kind in ("Create", "TakeOver") and not operation.running
         if name in names and operation.mine and unstarted:
@@ -877,6 +918,7 @@ def _clean_up(run: _Draft, spec: TrainingRequestSpec) -> Decision:
     # (except to give draining Nodes their time, set above).
     if run.decision.requeue_after != DRAIN_SECONDS:
         run.decision.requeue_after = None
+    run.decision.requeue_after = soonest(run.decision.requeue_after, run.wake_by)
     return run.decision
 
 

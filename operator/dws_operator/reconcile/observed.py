@@ -125,6 +125,9 @@ class Observed:
     #: The names of every pool of a step left behind, existing or not (their operations
     #: in `operations` are to be called off, not waited for as the current step's).
     abandoned_names: frozenset[str] = frozenset()
+    #: Pools of steps left behind whose delete GKE refused for good a moment ago: not
+    #: asked again until a while has passed.
+    held_back: frozenset[str] = frozenset()
 
     @property
     def all_pools(self) -> tuple[PoolView | None, ...]:

@@ -8,8 +8,17 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from dws_workshop.devcluster.processes import free_port
+
 #: The checkout this workshop is part of.
 CHECKOUT = Path(__file__).resolve().parents[3]
+
+
+def metrics_env() -> dict[str, str]:
+    """Settings for an operator process started beside others on this machine: its
+    /metrics on a free port of 127.0.0.1 (the default, 8081 on every interface, would
+    be taken by the first of them)."""
+    return {"DWS_METRICS_PORT": str(free_port()), "DWS_METRICS_ADDRESS": "127.0.0.1"}
 
 
 def operator_python() -> str:

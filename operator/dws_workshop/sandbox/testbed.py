@@ -38,6 +38,7 @@ from dws_workshop.emulator import (
     EmulatorThread,
 )
 from dws_workshop.emulator.config import MethodName
+from dws_workshop.sandbox.operator_env import metrics_env
 from dws_workshop.sandbox.process_usage import Usage, read_usage
 from dws_workshop.simulator.autoscaler import Autoscaler
 from dws_workshop.simulator.scenario import CapacityRule, SimScenario
@@ -266,6 +267,7 @@ class Testbed:
             "DWS_DEFAULT_QUEUE": LOCAL_QUEUE,
             "DWS_QUEUED_QUEUE": QUEUED_LOCAL_QUEUE,
             "DWS_NAMESPACES": self.namespace,
+            **metrics_env(),
             **election,
             **self.operator_env,
         }

@@ -28,6 +28,7 @@ from dws_workshop.devcluster.crds import (
     load_crd_files,
 )
 from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
+from dws_workshop.sandbox.operator_env import metrics_env
 
 
 def served_versions(devcluster: DevCluster) -> tuple[str, ...]:
@@ -131,7 +132,7 @@ def test_a_kueue_serving_only_v1beta1_is_refused_at_start(
         # `dws-operator run` says it in one line and exits 1.
         run = subprocess.run(
             [sys.executable, "-m", "dws_operator", "run", "--kubeconfig", str(cluster.kubeconfig)],
-            env={**os.environ, **operator_env(emulator)},
+            env={**os.environ, **operator_env(emulator), **metrics_env()},
             capture_output=True,
             text=True,
             timeout=60,

@@ -11,6 +11,7 @@ import pytest
 
 from dws_workshop.devcluster import DevCluster
 from dws_workshop.emulator import ClusterManagerEmulator
+from dws_workshop.sandbox.operator_env import metrics_env
 from dws_workshop.sandbox.operator_env import operator_python as runtime_only_python
 from tests.builders import gpu
 from tests.cluster.operator.harness import Scenario
@@ -49,6 +50,7 @@ def test_run_command(
         "DWS_GKE_ENDPOINT": emulator.endpoint,
         "DWS_KUEUE": "disabled",
         "DWS_NAMESPACES": scenario.namespace,
+        **metrics_env(),
     }
     process = subprocess.Popen(
         [operator_python, "-m", "dws_operator", "run", "--kubeconfig", str(devcluster.kubeconfig)],

@@ -17,6 +17,7 @@ from kubernetes import client as k8s
 from dws_workshop.devcluster import DevCluster
 from dws_workshop.devcluster.kubeerrors import NotFound, typed_errors
 from dws_workshop.emulator import ClusterManagerEmulator
+from dws_workshop.sandbox.operator_env import metrics_env
 from tests.builders import gpu
 from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually
@@ -70,7 +71,7 @@ def replicas(
         "DWS_LEASE_RETRY_PERIOD_SECONDS": str(RETRY),
     }
     started = {
-        name: Replica(name, env, devcluster.kubeconfig, tmp_path / f"{name}.log")
+        name: Replica(name, env | metrics_env(), devcluster.kubeconfig, tmp_path / f"{name}.log")
         for name in ("replica-a", "replica-b")
     }
     try:

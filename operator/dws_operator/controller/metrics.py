@@ -1,0 +1,295 @@
+"""The operator's Prometheus metrics: one registry per operator, its `/metrics` endpoint,
+and what the reconciler, the GKE client and the Kubernetes transport report to it.
+
+Every label takes its values from a closed set (phases, modes, accelerators of the
+catalog, GKE's zones and methods, gRPC codes, HTTP statuses): no request names or uids,
+so the series stay as many with ten thousand requests as with ten.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter as Tally
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from dws_operator.api import TrainingRequestStatus
+from dws_operator.rfc3339 import parse as parse_time
+
+#: Time to capacity: seconds (an on-demand VM) to days (flex-start's 7-day wait).
+CAPACITY_BUCKETS = (
+    5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0,
+    43200.0, 86400.0, 259200.0, 604800.0,
+)  # fmt: skip
+#: The workload's end -> its pool at zero: seconds to GKE's own 10 minutes and beyond.
+SCALE_DOWN_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+#: GKE calls and reconcile passes: milliseconds to a minute.
+CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+#: GKE's cluster autoscaler removes an unneeded node after 10 minutes by default: what a
+#: pool left to the autoscaler would have kept, per node, after the work ended.
+AUTOSCALER_SCALE_DOWN_SECONDS = 600.0
+#: A label for what a request does not say (no zones: the cluster's; no plan yet).
+ANY = "any"
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class RequestLabels:
+    """The labels a request's series carry: its phase, mode, accelerator and zone."""
+
+    phase: str
+    mode: str
+    accelerator: str
+    zone: str
+    #: Nodes and chips of the whole request (every slice), for node-seconds and chip-hours.
+    nodes: int
+    chips: int
+
+
+def request_labels(spec: Mapping[str, Any], status: TrainingRequestStatus) -> RequestLabels:
+    """The labels of a request as its spec and status say (on its current ladder step)."""
+    provisioning = spec.get("provisioning")
+    step: Mapping[str, Any] = provisioning if isinstance(provisioning, dict) else {}
+    fallback = step.get("fallback")
+    index = (status.step or 1) - 2
+    if isinstance(fallback, list) and 0 <= index < len(fallback):
+        chosen = fallback[index]
+        step = chosen if isinstance(chosen, dict) else step
+    found = step.get("zones")
+    zones = found if isinstance(found, list) else []
+    plan = status.plan
+    slices = plan.slices if plan else 1
+    return RequestLabels(
+        phase=str(status.phase),
+        mode=str(step.get("mode") or UNKNOWN),
+        accelerator=plan.accelerator if plan else UNKNOWN,
+        zone=str(zones[0]) if len(zones) == 1 else (ANY if not zones else "several"),
+        nodes=(plan.nodes * slices) if plan else 0,
+        chips=(plan.total_chips * slices) if plan else 0,
+    )
+
+
+def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
+    if later is None or earlier is None:
+        return None
+    return max((later - earlier).total_seconds(), 0.0)
+
+
+class _Requests(Collector):
+    """`dws_requests`: requests by phase, mode and accelerator, counted at scrape time
+    from what the reconciler last saw of each (no series kept per request)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_key: dict[tuple[str, str], tuple[str, str, str]] = {}
+
+    def set(self, key: tuple[str, str], labels: RequestLabels) -> None:
+        with self._lock:
+            self._by_key[key] = (labels.phase, labels.mode, labels.accelerator)
+
+    def remove(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._by_key.pop(key, None)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "dws_requests",
+            "TrainingRequests by phase, provisioning mode (of the current ladder step) and "
+            "accelerator.",
+            labels=["phase", "mode", "accelerator"],
+        )
+        with self._lock:
+            counts = Tally(self._by_key.values())
+        for (phase, mode, accelerator), count in sorted(counts.items()):
+            family.add_metric([phase, mode, accelerator], count)
+        yield family
+
+
+class OperatorMetrics:
+    """Every metric of one operator, in a registry of its own (tests run several)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = _Requests()
+        r.register(self.requests)
+        self.transitions = Counter(
+            "dws_request_phase_transitions",
+            "Phase changes of TrainingRequests.",
+            ["from_phase", "to_phase"],
+            registry=r,
+        )
+        self.time_to_capacity = Histogram(
+            "dws_time_to_capacity_seconds",
+            "A request's creation (after a restart: its new capacity request) to every "
+            "node ready; the labels are those of the ladder step that got the capacity.",
+            ["accelerator", "mode", "zone"],
+            buckets=CAPACITY_BUCKETS,
+            registry=r,
+        )
+        self.scale_down = Histogram(
+            "dws_scale_down_seconds",
+            "The workload's end to its node pool at zero nodes.",
+            ["accelerator", "mode"],
+            buckets=SCALE_DOWN_BUCKETS,
+            registry=r,
+        )
+        self.avoided = Counter(
+            "dws_idle_node_seconds_avoided",
+            "Node-seconds not billed after the work ended, against GKE's autoscaler "
+            "removing the idle nodes after its default 10 minutes.",
+            ["accelerator", "mode"],
+            registry=r,
+        )
+        self.chip_hours = Counter(
+            "dws_chip_hours",
+            "TPU chip-hours or GPU-hours held by requests from every node ready to the "
+            "workload's end.",
+            ["accelerator", "mode"],
+            registry=r,
+        )
+        self.restarts = Counter(
+            "dws_restarts",
+            "Workload restarts after preemption or node loss.",
+            ["accelerator", "mode"],
+            registry=r,
+        )
+        self.capacity_timeouts = Counter(
+            "dws_capacity_timeouts",
+            "Requests that failed CapacityTimeout (every ladder step ran out of time).",
+            ["accelerator", "mode"],
+            registry=r,
+        )
+        self.ladder_steps = Counter(
+            "dws_ladder_steps",
+            "Capacity ladder steps that ended, by their mode and outcome.",
+            ["mode", "outcome"],
+            registry=r,
+        )
+        self.gke_calls = Counter(
+            "dws_gke_requests",
+            "GKE API calls (every attempt) by method and gRPC status code.",
+            ["method", "code"],
+            registry=r,
+        )
+        self.gke_latency = Histogram(
+            "dws_gke_request_duration_seconds",
+            "GKE API call latency by method.",
+            ["method"],
+            buckets=CALL_BUCKETS,
+            registry=r,
+        )
+        self.kube_errors = Counter(
+            "dws_kubernetes_api_errors",
+            "Kubernetes API answers that were errors, by HTTP status.",
+            ["code"],
+            registry=r,
+        )
+        self.passes = Counter(
+            "dws_reconcile_passes",
+            "Reconcile passes over TrainingRequests, by result (ok, error).",
+            ["result"],
+            registry=r,
+        )
+        self.pass_seconds = Histogram(
+            "dws_reconcile_duration_seconds",
+            "Duration of one reconcile pass.",
+            buckets=CALL_BUCKETS,
+            registry=r,
+        )
+        self.leader = Gauge(
+            "dws_leader",
+            "1 while this replica acts (holds the Lease, or runs without leader election).",
+            registry=r,
+        )
+        self._server: Any = None
+        self.port: int | None = None
+
+    # -- what the shell reports -----------------------------------------------------
+
+    def request_seen(
+        self,
+        key: tuple[str, str],
+        spec: Mapping[str, Any],
+        created: str | None,
+        before: TrainingRequestStatus,
+        after: TrainingRequestStatus,
+    ) -> None:
+        """A pass wrote `after` over `before`: count what happened in between."""
+        labels = request_labels(spec, after)
+        self.requests.set(key, labels)
+        if before.phase != after.phase:
+            self.transitions.labels(str(before.phase), str(after.phase)).inc()
+        kind = (labels.accelerator, labels.mode)
+        if before.provisioned_at is None and after.provisioned_at is not None:
+            # From the request's creation, earlier ladder steps included; after a
+            # restart, from the new capacity request.
+            since = after.requested_at if after.restarts else None
+            start = since or (parse_time(created) if created else None) or after.requested_at
+            waited = _seconds(after.provisioned_at, start)
+            if waited is not None:
+                self.time_to_capacity.labels(*kind, labels.zone).observe(waited)
+        if after.restarts > before.restarts:
+            self.restarts.labels(*kind).inc(after.restarts - before.restarts)
+        if before.finished_at is None and after.finished_at is not None:
+            held = _seconds(after.finished_at, after.started_at)
+            if held is not None and labels.chips:
+                self.chip_hours.labels(*kind).inc(held * labels.chips / 3600.0)
+        completed = next((c for c in after.conditions if c.type == "Completed"), None)
+        if (
+            before.phase != after.phase
+            and completed is not None
+            and completed.reason == "CapacityTimeout"
+        ):
+            self.capacity_timeouts.labels(*kind).inc()
+        if before.scaled_down_at is None and after.scaled_down_at is not None:
+            emptied = _seconds(after.scaled_down_at, after.finished_at)
+            if emptied is not None and after.provisioned_at is not None:
+                self.scale_down.labels(*kind).observe(emptied)
+                spared = max(AUTOSCALER_SCALE_DOWN_SECONDS - emptied, 0.0) * labels.nodes
+                self.avoided.labels(*kind).inc(spared)
+        ended = {a.step for a in before.attempts or () if a.outcome is not None}
+        for attempt in after.attempts or ():
+            if attempt.outcome is not None and attempt.step not in ended:
+                self.ladder_steps.labels(attempt.mode, str(attempt.outcome)).inc()
+
+    def request_gone(self, key: tuple[str, str]) -> None:
+        self.requests.remove(key)
+
+    def reconciled(self, seconds: float, ok: bool) -> None:
+        self.passes.labels("ok" if ok else "error").inc()
+        self.pass_seconds.observe(seconds)
+
+    def gke_call(self, method: str, code: str, seconds: float) -> None:
+        self.gke_calls.labels(method, code).inc()
+        self.gke_latency.labels(method).observe(seconds)
+
+    def kube_error(self, status: int) -> None:
+        self.kube_errors.labels(str(status)).inc()
+
+    # -- the endpoint ---------------------------------------------------------------
+
+    def serve(self, port: int, address: str = "0.0.0.0") -> int:
+        """Serve `/metrics` on `port` (0: a free one); the port it listens on."""
+        server, _thread = start_http_server(port, address, registry=self.registry)
+        self._server = server
+        self.port = int(server.server_port)
+        return self.port
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+def metric_names(metrics: OperatorMetrics) -> Iterable[str]:
+    """The names of every metric family the operator exports (for docs and tests)."""
+    for family in metrics.registry.collect():
+        yield family.name
