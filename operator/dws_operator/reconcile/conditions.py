@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from dws_operator.api import Condition
+from dws_operator.api import Condition, Phase, TrainingRequestStatus
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 
@@ -15,6 +15,11 @@ CAPACITY_PROVISIONED = "CapacityProvisioned"
 COMPLETED = "Completed"
 SCALED_DOWN = "ScaledDown"
 VALID = "Valid"
+#: Kubernetes API conventions / kstatus (Flux, `kubectl wait`): the goal reached,
+#: on the way to it, cannot get there.
+READY = "Ready"
+RECONCILING = "Reconciling"
+STALLED = "Stalled"
 
 
 def set_condition(
@@ -42,3 +47,23 @@ def set_condition(
 
 def condition(conditions: list[Condition], type_: str) -> Condition | None:
     return next((c for c in conditions if c.type == type_), None)
+
+
+def summarize(status: TrainingRequestStatus, now: datetime, generation: int) -> None:
+    """Ready, Reconciling and Stalled from the phase, in place: Ready once the work
+    succeeded (the request's goal), Stalled when it failed (the reason is the failure's:
+    CapacityTimeout, InvalidSpec...), Reconciling while it is on its way (waiting for
+    capacity and running included) or being deleted. Each carries observedGeneration."""
+    phase = status.phase
+    message = status.message or str(phase)
+    failure = condition(status.conditions, COMPLETED)
+    reason = failure.reason if phase == Phase.FAILED and failure else str(phase)
+    verdicts: dict[str, ConditionStatus] = {
+        READY: "True" if phase == Phase.SUCCEEDED else "False",
+        STALLED: "True" if phase == Phase.FAILED else "False",
+        RECONCILING: "False" if phase in (Phase.SUCCEEDED, Phase.FAILED) else "True",
+    }
+    for type_, verdict in verdicts.items():
+        status.conditions = set_condition(
+            status.conditions, type_, verdict, reason, message, now, generation
+        )

@@ -339,6 +339,13 @@ def planned(request: RequestView) -> Planned:
 
 
 def decide(observed: Observed, config: ReconcileConfig) -> Decision:
+    """The pass's decision, its status summed up in the conditions GitOps tools read."""
+    decision = _decide(observed, config)
+    cond.summarize(decision.status, observed.now, observed.request.generation)
+    return decision
+
+
+def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
     run = _Draft(observed)
     if run.request.deleting:
         return _release(run)
@@ -989,6 +996,8 @@ def failed(observed: Observed, reason: str, message: str) -> Decision:
         and result.step + 1 < len(result.ladder)
         and run.status.phase not in TERMINAL_PHASES
     ):
-        outcome = _OUTCOMES[reason]
-        return _next_step(run, result, outcome, message)
-    return run.fail(reason, message)
+        decision = _next_step(run, result, _OUTCOMES[reason], message)
+    else:
+        decision = run.fail(reason, message)
+    cond.summarize(decision.status, observed.now, observed.request.generation)
+    return decision
