@@ -109,16 +109,12 @@ PANELS: tuple[Panel, ...] = (
     Panel(
         "Restarts, capacity timeouts, ladder steps given up",
         "Restarts after preemption, requests that never got capacity, and capacity "
-        "ladder steps that ended without it (0 when none happened).",
+        "ladder steps that ended without it.",
         (
-            Query("sum(increase(dws_restarts_total[$__range])) or vector(0)", "restarts"),
+            Query("sum(increase(dws_restarts_total[$__range]))", "restarts"),
+            Query("sum(increase(dws_capacity_timeouts_total[$__range]))", "capacity timeouts"),
             Query(
-                "sum(increase(dws_capacity_timeouts_total[$__range])) or vector(0)",
-                "capacity timeouts",
-            ),
-            Query(
-                'sum(increase(dws_ladder_steps_total{outcome!="Provisioned"}[$__range])) '
-                "or vector(0)",
+                'sum(increase(dws_ladder_steps_total{outcome!="Provisioned"}[$__range]))',
                 "ladder steps given up",
             ),
         ),

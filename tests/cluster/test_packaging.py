@@ -417,3 +417,9 @@ def test_chart_serves_metrics_and_ships_the_dashboard(helm: Helm) -> None:
     assert {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}[
         "DWS_METRICS_PORT"
     ] == "0"
+
+
+def test_chart_refuses_metrics_on_the_health_port(helm: Helm) -> None:
+    clash = helm("template", "ha", str(CHART), *GKE_VALUES, "--set", "metrics.port=8080")
+    assert clash.returncode == 1
+    assert "metrics.port and healthPort must differ" in clash.stderr

@@ -153,3 +153,46 @@ def test_json_log_lines_carry_the_request_and_pool() -> None:
     assert (line["level"], line["request"], line["pool"]) == ("WARNING", "ml/llama", "p")
     assert "phase" not in line
     assert line["time"].endswith("+00:00")
+
+
+def test_deleting_a_timed_out_request_counts_no_second_timeout() -> None:
+    metrics = OperatorMetrics()
+    timeout = Condition(
+        type="Completed", status="False", reason="CapacityTimeout", last_transition_time=T0
+    )
+    waiting = status(Phase.WAITING_FOR_CAPACITY)
+    failed = waiting.model_copy(update={"phase": Phase.FAILED, "conditions": [timeout]})
+    deleting = failed.model_copy(update={"phase": Phase.DELETING})
+    metrics.request_seen(KEY, SPEC, None, waiting, failed)
+    metrics.request_seen(KEY, SPEC, None, failed, deleting)
+    assert value(metrics, "dws_capacity_timeouts_total", **KIND) == 1
+
+
+def test_a_restart_counts_the_chips_held_and_its_next_time_to_capacity() -> None:
+    metrics = OperatorMetrics()
+    ready = T0 + timedelta(minutes=5)
+    running = status(Phase.RUNNING, provisioned_at=ready, started_at=ready)
+    lost = ready + timedelta(hours=1)
+    restarted = running.model_copy(
+        update={
+            "phase": Phase.WAITING_FOR_CAPACITY,
+            "restarts": 1,
+            "started_at": None,
+            "requested_at": lost,
+        }
+    )
+    metrics.request_seen(KEY, SPEC, None, running, restarted)
+    assert value(metrics, "dws_chip_hours_total", **KIND) == 16.0
+    again = restarted.model_copy(
+        update={"phase": Phase.RUNNING, "started_at": lost + timedelta(minutes=2)}
+    )
+    metrics.request_seen(KEY, SPEC, None, restarted, again)
+    capacity = {**KIND, "zone": "us-east5-a"}
+    assert value(metrics, "dws_time_to_capacity_seconds_count", **capacity) == 1
+    assert value(metrics, "dws_time_to_capacity_seconds_sum", **capacity) == 120.0
+
+
+def test_counters_start_at_zero_for_every_accelerator_and_mode() -> None:
+    metrics = OperatorMetrics()
+    assert value(metrics, "dws_restarts_total", accelerator="nvidia-l4", mode="Spot") == 0
+    assert value(metrics, "dws_ladder_steps_total", mode="Spot", outcome="Preempted") == 0

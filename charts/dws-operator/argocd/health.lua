@@ -19,7 +19,10 @@ if obj.metadata ~= nil and obj.metadata.generation ~= nil and status.observedGen
   return hs
 end
 local phase = status.phase
-local message = status.message or phase
+local message = phase
+if status.message ~= nil and status.message ~= "" then
+  message = status.message
+end
 if phase == "Succeeded" then
   hs.status = "Healthy"
 elseif phase == "Failed" then

@@ -12,14 +12,15 @@ import threading
 from collections import Counter as Tally
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from dws_operator.api import TrainingRequestStatus
+from dws_operator.api import AttemptOutcome, Phase, TrainingRequestStatus
+from dws_operator.catalog import GpuType, ProvisioningMode, TpuVersion
 from dws_operator.rfc3339 import parse as parse_time
 
 #: Time to capacity: seconds (an on-demand VM) to days (flex-start's 7-day wait).
@@ -37,6 +38,11 @@ AUTOSCALER_SCALE_DOWN_SECONDS = 600.0
 #: A label for what a request does not say (no zones: the cluster's; no plan yet).
 ANY = "any"
 UNKNOWN = "unknown"
+#: Every accelerator the catalog knows, as plans name them: the counters by accelerator
+#: and mode start at 0 for each, so Prometheus sees their first increase too (a series
+#: born at 1 has no increase to show).
+ACCELERATORS = tuple(f"tpu-{v.value}" for v in TpuVersion) + tuple(t.value for t in GpuType)
+MODES = tuple(m.value for m in ProvisioningMode)
 
 
 @dataclass(frozen=True)
@@ -210,6 +216,18 @@ class OperatorMetrics:
         )
         self._server: Any = None
         self.port: int | None = None
+        for accelerator in ACCELERATORS:
+            for mode in MODES:
+                for counter in (
+                    self.avoided,
+                    self.chip_hours,
+                    self.restarts,
+                    self.capacity_timeouts,
+                ):
+                    counter.labels(accelerator, mode)
+        for mode in MODES:
+            for outcome in AttemptOutcome:
+                self.ladder_steps.labels(mode, outcome.value)
 
     # -- what the shell reports -----------------------------------------------------
 
@@ -221,29 +239,39 @@ class OperatorMetrics:
         before: TrainingRequestStatus,
         after: TrainingRequestStatus,
     ) -> None:
-        """A pass wrote `after` over `before`: count what happened in between."""
+        """A pass wrote `after` over `before` (the same status: it wrote nothing): count
+        what happened in between, once."""
         labels = request_labels(spec, after)
         self.requests.set(key, labels)
         if before.phase != after.phase:
             self.transitions.labels(str(before.phase), str(after.phase)).inc()
         kind = (labels.accelerator, labels.mode)
-        if before.provisioned_at is None and after.provisioned_at is not None:
+        if before.started_at is None and after.started_at is not None:
             # From the request's creation, earlier ladder steps included; after a
-            # restart, from the new capacity request.
+            # restart, from its new capacity request.
             since = after.requested_at if after.restarts else None
             start = since or (parse_time(created) if created else None) or after.requested_at
-            waited = _seconds(after.provisioned_at, start)
+            waited = _seconds(after.started_at, start)
             if waited is not None:
                 self.time_to_capacity.labels(*kind, labels.zone).observe(waited)
         if after.restarts > before.restarts:
             self.restarts.labels(*kind).inc(after.restarts - before.restarts)
-        if before.finished_at is None and after.finished_at is not None:
-            held = _seconds(after.finished_at, after.started_at)
-            if held is not None and labels.chips:
-                self.chip_hours.labels(*kind).inc(held * labels.chips / 3600.0)
+        # Chips held from every node ready until the work ended, was restarted (its
+        # nodes lost) or the request was deleted while it ran.
+        held_until = None
+        if before.started_at is not None and after.started_at is None:
+            held_until = after.requested_at
+        elif before.finished_at is None and after.finished_at is not None:
+            held_until = after.finished_at
+        elif before.phase == Phase.RUNNING and after.phase == Phase.DELETING:
+            held_until = datetime.now(UTC)
+        held = _seconds(held_until, before.started_at or after.started_at)
+        if held is not None and labels.chips:
+            self.chip_hours.labels(*kind).inc(held * labels.chips / 3600.0)
         completed = next((c for c in after.conditions if c.type == "Completed"), None)
         if (
-            before.phase != after.phase
+            before.phase != Phase.FAILED
+            and after.phase == Phase.FAILED
             and completed is not None
             and completed.reason == "CapacityTimeout"
         ):
@@ -254,9 +282,14 @@ class OperatorMetrics:
                 self.scale_down.labels(*kind).observe(emptied)
                 spared = max(AUTOSCALER_SCALE_DOWN_SECONDS - emptied, 0.0) * labels.nodes
                 self.avoided.labels(*kind).inc(spared)
-        ended = {a.step for a in before.attempts or () if a.outcome is not None}
+        # An attempt ends once per (outcome, end): a restart reopens it, and it may end
+        # again, Preempted or Provisioned once more.
+        ended = {
+            (a.step, a.outcome, a.ended_at) for a in before.attempts or () if a.ended_at is not None
+        }
         for attempt in after.attempts or ():
-            if attempt.outcome is not None and attempt.step not in ended:
+            end = (attempt.step, attempt.outcome, attempt.ended_at)
+            if attempt.ended_at is not None and attempt.outcome is not None and end not in ended:
                 self.ladder_steps.labels(attempt.mode, str(attempt.outcome)).inc()
 
     def request_gone(self, key: tuple[str, str]) -> None:
@@ -287,6 +320,7 @@ class OperatorMetrics:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+            self.port = None
 
 
 def metric_names(metrics: OperatorMetrics) -> Iterable[str]:

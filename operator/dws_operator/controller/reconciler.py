@@ -169,10 +169,6 @@ class Reconciler:
             decision = failed(observed, rejected.reason, rejected.message)
             # Against the status as written a moment ago, not as observed.
             body = await self._write_status(body, request_view(body), decision.status)
-        created = metadata.get("creationTimestamp")
-        self.metrics.request_seen(
-            key, observed.request.spec, created, observed.request.status, decision.status
-        )
         if decision.released:
             self.metrics.request_gone(key)
             await self._set_finalizers(body, [f for f in finalizers if f != FINALIZER])
@@ -356,10 +352,18 @@ class Reconciler:
     async def _write_status(
         self, body: Mapping[str, Any], request: RequestView, status: TrainingRequestStatus
     ) -> Mapping[str, Any]:
+        key = (request.namespace, request.name)
+        created = (body.get("metadata") or {}).get("creationTimestamp")
         patch = merge_patch(_dump(request.status), _dump(status))
         if not patch:
+            # Nothing new to count; the request's phase gauge is kept (after a restart of
+            # the operator it is not there yet).
+            self.metrics.request_seen(key, request.spec, created, status, status)
             return body
         updated = await self.kube.patch_status(request.namespace, request.name, patch)
+        if updated is not None:
+            # Counted once written: a pass that fails later has still made this change.
+            self.metrics.request_seen(key, request.spec, created, request.status, status)
         if status.phase != request.status.phase:
             log.info(
                 "%s: %s -> %s: %s",

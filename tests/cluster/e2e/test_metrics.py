@@ -123,6 +123,9 @@ def test_metrics_through_a_lifecycle_and_every_dashboard_query(
             prometheus.wait_for("dws_time_to_capacity_seconds_count >= 2")
             prometheus.wait_for("dws_scale_down_seconds_count >= 2")
             prometheus.wait_for("dws_capacity_timeouts_total >= 1")
+            # Counters start at 0, so the first event of a kind shows as an increase.
+            [timeouts] = prometheus.query("sum(increase(dws_capacity_timeouts_total[15m]))")
+            assert float(timeouts["value"][1]) > 0
             for panel in PANELS:
                 for query in panel.queries:
                     expr = query.expr
