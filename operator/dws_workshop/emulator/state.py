@@ -269,7 +269,10 @@ class ClusterManagerState:
         if pool is not None:
             pool.operation = record
         self.advance()
-        return operation
+        # The operation as it was when made: GKE answers the call with it PENDING (the
+        # record moves on; a slow reply must not show a later state).
+        made: Operation = type(operation).deserialize(type(operation).serialize(operation))
+        return made
 
     def advance(self) -> None:
         """Move every operation whose time has come, oldest first."""
