@@ -596,3 +596,12 @@ def test_every_steps_gke_version_is_checked_before_the_first_pool() -> None:
     assert decision.status.phase == Phase.FAILED
     assert "TPU flex-start requires GKE" in (decision.status.message or "")
     assert decision.actions == []
+
+
+def test_deleting_calls_off_a_queued_create_of_a_step_left_behind_once() -> None:
+    waiting = _waiting(TPU_LADDER, T0)
+    moved = decide(observe(TPU_LADDER, waiting.status, now=T0 + timedelta(hours=1)), CONFIG)
+    queued = {BASE: OperationView(kind="Create", running=False, position=3, queued=9, slots=5)}
+    gone = decide(observe(TPU_LADDER, moved.status, operations=queued, deleting=True), CONFIG)
+    assert names(gone, CancelPoolOperation) == [BASE]
+    assert gone.released is False

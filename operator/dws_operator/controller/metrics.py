@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from dws_operator.api import AttemptOutcome, Phase, TrainingRequestStatus
 from dws_operator.catalog import GpuType, ProvisioningMode, TpuVersion
+from dws_operator.reconcile.decide import step_provisioning
 from dws_operator.rfc3339 import parse as parse_time
 
 #: Time to capacity: seconds (an on-demand VM) to days (flex-start's 7-day wait).
@@ -60,13 +61,7 @@ class RequestLabels:
 
 def request_labels(spec: Mapping[str, Any], status: TrainingRequestStatus) -> RequestLabels:
     """The labels of a request as its spec and status say (on its current ladder step)."""
-    provisioning = spec.get("provisioning")
-    step: Mapping[str, Any] = provisioning if isinstance(provisioning, dict) else {}
-    fallback = step.get("fallback")
-    index = (status.step or 1) - 2
-    if isinstance(fallback, list) and 0 <= index < len(fallback):
-        chosen = fallback[index]
-        step = chosen if isinstance(chosen, dict) else step
+    step = step_provisioning(spec, status.step)
     found = step.get("zones")
     zones = found if isinstance(found, list) else []
     plan = status.plan

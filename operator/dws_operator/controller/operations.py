@@ -372,13 +372,7 @@ class OperationScheduler:
         self._active.discard(pool)
         operation.running = None
         if not error.retryable:
-            log.warning(
-                "%s of node pool %s failed: %s",
-                operation.kind,
-                pool,
-                error,
-                extra=_fields(operation),
-            )
+            _log_failure(operation, error)
             self._errors[pool] = (operation.owner, error)
             del self._ops[pool]
         else:
@@ -428,13 +422,7 @@ class OperationScheduler:
         if self._ops.get(pool) is operation:
             del self._ops[pool]
         if error is not None:
-            log.warning(
-                "%s of node pool %s failed: %s",
-                operation.kind,
-                pool,
-                error,
-                extra=_fields(operation),
-            )
+            _log_failure(operation, error)
             if not error.retryable:
                 self._errors[pool] = (operation.owner, error)
         self.wake(operation.owner)
@@ -563,6 +551,16 @@ def _began(operation: Operation, sent: float, answered: float) -> float:
         return answered
     ago = rfc3339.now() - start
     return min(max(answered - ago.total_seconds(), sent), answered)
+
+
+def _log_failure(operation: PoolOperation, error: GkeError) -> None:
+    log.warning(
+        "%s of node pool %s failed: %s",
+        operation.kind,
+        operation.pool,
+        error,
+        extra=_fields(operation),
+    )
 
 
 def _fields(operation: PoolOperation) -> dict[str, str]:

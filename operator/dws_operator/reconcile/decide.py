@@ -9,7 +9,7 @@ what it already created.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NamedTuple
@@ -117,6 +117,20 @@ def steps_of(spec: Mapping[str, Any]) -> int:
     provisioning = spec.get("provisioning")
     fallback = provisioning.get("fallback") if isinstance(provisioning, dict) else None
     return 1 + (len(fallback) if isinstance(fallback, list) else 0)
+
+
+def step_provisioning(spec: Mapping[str, Any], step: int | None) -> Mapping[str, Any]:
+    """The stored spec's provisioning of ladder step `step` (1-based, as `status.step`)
+    as written: a fallback step's own fields (unset ones are the first step's), or the
+    first step's (no ladder, no such step, or unreadable)."""
+    provisioning = spec.get("provisioning")
+    first: Mapping[str, Any] = provisioning if isinstance(provisioning, dict) else {}
+    fallback = first.get("fallback")
+    index = (step or 1) - 2
+    if isinstance(fallback, list) and 0 <= index < len(fallback):
+        chosen = fallback[index]
+        return chosen if isinstance(chosen, dict) else first
+    return first
 
 
 def step_of(request: RequestView) -> int:
@@ -862,10 +876,17 @@ def _remove_pools(run: _Draft, pools: list[PoolView], also: Iterable[str] = ()) 
             run.act(DeleteNodePool(pool.name))
         if held:
             run.wake_within(HELD_BACK_SECONDS)
-    names = {p.name for p in pools} | set(also) | observed.abandoned_names
-    for name, operation in operations.items():
+    _call_off(run, {p.name for p in pools} | set(also) | observed.abandoned_names)
+
+
+def _call_off(run: _Draft, names: Collection[str] | None = None) -> None:
+    """Call off the request's creates and takeovers not started in GKE yet (of `names`;
+    None: of every pool), once each per pass."""
+    asked = {a.name for a in run.decision.actions if isinstance(a, CancelPoolOperation)}
+    for name, operation in run.observed.operations.items():
         unstarted = operation.kind in ("Create", "TakeOver") and not operation.running
-        if name in names and operation.mine and unstarted:
+        wanted = names is None or name in names
+        if wanted and name not in asked and operation.mine and unstarted:
             run.act(CancelPoolOperation(name))
 
 
@@ -978,9 +999,7 @@ def _settle_operations(run: _Draft) -> bool:
     """Operations queued for the request's pools must not outlive its work: a create or
     takeover not started in GKE is called off; one already started is waited for (its
     pool then shows, and is cleaned up like any other). Whether any is still on."""
-    for name, operation in run.observed.operations.items():
-        if operation.mine and operation.kind in ("Create", "TakeOver") and not operation.running:
-            run.act(CancelPoolOperation(name))
+    _call_off(run)
     return bool(run.observed.operations)
 
 

@@ -28,7 +28,7 @@ from dws_operator.durations import parse_duration
 from dws_operator.kueue_objects import LOCAL_QUEUE as QUEUE
 from dws_operator.kueue_objects import QUEUED_LOCAL_QUEUE as QUEUED_QUEUE
 from dws_operator.kueue_objects import dws_objects
-from dws_operator.reconcile.decide import region_of
+from dws_operator.reconcile.decide import region_of, step_provisioning
 from dws_workshop.devcluster import DevCluster, DevClusterOptions, MissingBinaries, find_binaries
 from dws_workshop.devcluster.crds import install_third_party_crds, install_training_request_crd
 from dws_workshop.devcluster.jobset import JobSetManager
@@ -264,12 +264,9 @@ def _seconds(text: str | None) -> int | None:
 def _step_wait(provisioning: dict[str, Any], status: dict[str, Any]) -> str | None:
     """The maxWaitDuration of the ladder step the request is on (a step without its own
     waits as long as the first)."""
-    first = provisioning.get("maxWaitDuration")
-    step = int(status.get("step") or 1)
-    fallback = provisioning.get("fallback") or []
-    if step < 2 or step - 2 >= len(fallback):
-        return first
-    return fallback[step - 2].get("maxWaitDuration") or first
+    step = step_provisioning({"provisioning": provisioning}, int(status.get("step") or 1))
+    wait = step.get("maxWaitDuration") or provisioning.get("maxWaitDuration")
+    return str(wait) if wait is not None else None
 
 
 def metrics_summary(metrics: OperatorMetrics) -> list[str]:
