@@ -19,8 +19,12 @@
 #
 # Needs root (debootstrap, podman's store). podman, runc and debootstrap are installed
 # from Debian's packages when missing. Everything lives under
-# ~/.cache/dws-operator/image/ (DWS_CACHE_DIR): podman's store (vfs: it works on any
-# filesystem, inside a container too), its containers.conf, the stand-in's root.
+# ~/.cache/dws-operator/image/ (DWS_CACHE_DIR): podman's store, its containers.conf, the
+# stand-in's root. The store is overlay where the kernel mounts it there (a build whose
+# layers are all cached then takes under a second, and a container starts in a fraction
+# of one), else vfs, which works on any filesystem, inside a container too, but copies
+# the whole image for every build step and every container (measured on a 2-core
+# machine: a cached rebuild 34 s instead of 0.7 s, a first build 85 s instead of 20 s).
 set -euo pipefail
 
 PROG=hack/image.sh
@@ -49,30 +53,41 @@ cgroup_manager = "cgroupfs"
 events_logger = "file"
 EOF
 mv "$cache/containers.conf.tmp" "$cache/containers.conf"
-cat >"$wrapper.tmp" <<EOF
-#!/usr/bin/env bash
-# podman on hack/image.sh's image store (written by hack/image.sh).
-export CONTAINERS_CONF="$cache/containers.conf"
-exec podman --root "$cache/storage" --runroot "$cache/run" --storage-driver vfs "\$@"
-EOF
-chmod +x "$wrapper.tmp"
-mv "$wrapper.tmp" "$wrapper"
-if [[ ${1:-} == --print-podman ]]; then
-  printf '%s\n' "$wrapper"
-  exit 0
-fi
+print_only=no
+[[ ${1:-} == --print-podman ]] && print_only=yes
 
 missing=()
 for tool in podman runc debootstrap; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
-if ((${#missing[@]})); then
+if [[ $print_only == no ]] && ((${#missing[@]})); then
   ((EUID == 0)) || die "needs ${missing[*]} (Debian packages); run as root or install them"
   log "installing ${missing[*]} from Debian's packages"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2 ||
     { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2; } ||
     die "could not install ${missing[*]}"
 fi
+
+# The store's driver: overlay if podman can set a store up on it here, else vfs.
+driver=vfs
+if [[ -z ${DWS_IMAGE_STORAGE_DRIVER:-} ]] && command -v podman >/dev/null 2>&1 &&
+  grep -qw overlay /proc/filesystems &&
+  CONTAINERS_CONF="$cache/containers.conf" podman --root "$cache/storage-overlay" \
+    --runroot "$cache/run-overlay" --storage-driver overlay info >/dev/null 2>&1; then
+  driver=overlay
+fi
+driver=${DWS_IMAGE_STORAGE_DRIVER:-$driver}
+cat >"$wrapper.tmp" <<EOF
+#!/usr/bin/env bash
+# podman on hack/image.sh's image store (written by hack/image.sh).
+export CONTAINERS_CONF="$cache/containers.conf"
+exec podman --root "$cache/storage-$driver" --runroot "$cache/run-$driver" --storage-driver $driver "\$@"
+EOF
+chmod +x "$wrapper.tmp"
+mv "$wrapper.tmp" "$wrapper"
+# The stores of earlier versions of this script (vfs, under storage/): not used any more.
+rm -rf "$cache/storage" "$cache/run"
+[[ $print_only == yes ]] && { printf '%s\n' "$wrapper"; exit 0; }
 
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/pyproject.toml" | head -1)
 [[ -n $version ]] || die "no version in pyproject.toml"

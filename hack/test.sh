@@ -36,4 +36,4 @@ fi
 step "pytest"
 # Two files at a time (pytest-xdist; each worker starts its own session clusters);
 # DWS_TEST_WORKERS=0 runs everything in this process.
-pytest --numprocesses="${DWS_TEST_WORKERS:-2}" --dist loadfile --durations=15 "$@"
+pytest --numprocesses="${DWS_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=15 "$@"
