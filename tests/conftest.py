@@ -1,6 +1,6 @@
 """Suite-wide collection order: the slowest directories first.
 
-With two workers (`--dist loadfile --no-loadscope-reorder`, as `hack/test.sh` runs the
+With several workers (`--dist loadfile --no-loadscope-reorder`, as `hack/test.sh` runs the
 suite), files go to whichever worker is free, in collection order. The end-to-end and
 scale files take 10 to 90 s each and the unit files well under one, so the slow ones go
 first and the quick ones fill the gaps at the end; in the default order the suite ended

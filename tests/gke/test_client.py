@@ -14,7 +14,18 @@ from dws_operator.gke import GkeError, NodePoolClient, PollPolicy, pool_labels
 from dws_operator.planning import plan_slice
 from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
 from tests.builders import gpu, make_spec, tpu
-from tests.gke.harness import FAST, LABELS, UID, MakeEmulator, rendered, run
+from tests.gke.harness import (
+    FAST,
+    FAST_POLL,
+    FAST_RETRY,
+    LABELS,
+    UID,
+    MakeEmulator,
+    ManualClock,
+    rendered,
+    run,
+    serve,
+)
 
 Operation = container_v1.Operation
 PoolStatus = container_v1.NodePool.Status
@@ -117,27 +128,29 @@ def test_create_wait_get(
     assert got.self_link.endswith(pool_path(pool.name))
 
 
-def test_create_adopts_our_own_pool(emulator: ClusterManagerEmulator) -> None:
+def test_create_adopts_our_own_pool() -> None:
     pool = rendered(tpu("v6e", "4x4"))
 
-    async def scenario(client: NodePoolClient) -> Any:
+    # On a hand-moved clock: the second create meets the first still PROVISIONING however
+    # slowly a loaded machine gets to it.
+    async def scenario(emulator: ClusterManagerEmulator, api: Any, clock: ManualClock) -> Any:
+        client = NodePoolClient(api, DEFAULT_CLUSTER, poll=FAST_POLL, retry=FAST_RETRY)
         first = await client.create(pool, UID)
-        # Before the first creation is done: the pool exists, PROVISIONING.
         during = await client.create(pool, UID)
         assert first.operation is not None
+        clock.now += 1.0  # past the operation's 0.05 s
         await client.wait(first.operation)
         after = await client.create(pool, UID)
-        return during, after
+        return emulator.calls_for("CreateNodePool"), during, after
 
-    during, after = run(emulator, scenario)
+    calls, during, after = serve(FAST, scenario)
     assert during.adopted
     assert during.operation is None
     assert during.pool.status == PoolStatus.PROVISIONING
     assert after.adopted
     assert after.pool.status == PoolStatus.RUNNING
     assert after.pool.config == pool.config
-    codes = [c.code for c in emulator.calls_for("CreateNodePool")]
-    assert codes == [
+    assert [c.code for c in calls] == [
         grpc.StatusCode.OK,
         grpc.StatusCode.ALREADY_EXISTS,
         grpc.StatusCode.ALREADY_EXISTS,
