@@ -25,10 +25,10 @@ for arg in "$@"; do
   [ "$arg" = "not cluster" ] && needs_cluster=no
 done
 if [ "$needs_cluster" = yes ] && [ -z "${DWS_K8S_BIN_DIR:-}" ]; then
-  # Built once from the Go modules pinned in hack/versions.env (about 12 minutes on
-  # 2 cores, Kueue's manager included; JobSet's controller adds 3 to 4 minutes and
-  # Prometheus about 4.5), then reused from ~/.cache/dws-operator/bin/ in well under
-  # a second.
+  # Built once from the Go modules pinned in hack/versions.env (about 10.5 minutes on
+  # 2 cores, Kueue's manager included; JobSet's controller adds about 1 and Prometheus
+  # about 4, measured 2026-11-26), then reused from ~/.cache/dws-operator/bin/ in well
+  # under a second.
   step "Kubernetes binaries"
   bash hack/k8s-binaries.sh all >/dev/null
 fi
