@@ -99,7 +99,9 @@ suite=${BASH_REMATCH[2]}
 full=docker.io/library/$base
 
 # The official base when a registry answers; else the stand-in (made once per inputs).
-if "$wrapper" image exists "$full" && [[ $("$wrapper" image inspect --format '{{index .Labels "dws.stand-in"}}' "$full" 2>/dev/null) == "" ]]; then
+# The stand-in's label: its inputs' key; empty on the official image.
+have=$("$wrapper" image inspect --format '{{index .Labels "dws.stand-in"}}' "$full" 2>/dev/null || true)
+if "$wrapper" image exists "$full" && [[ $have == "" ]]; then
   log "base ${full}: the official image (pulled before)"
 elif timeout 60 "$wrapper" pull -q "$full" >/dev/null 2>&1; then
   log "base ${full}: the official image"
@@ -107,7 +109,6 @@ else
   mirror=${DWS_DEBIAN_MIRROR:-http://deb.debian.org/debian}
   cas=$(cat /usr/local/share/ca-certificates/*.crt 2>/dev/null | sha256sum | cut -c1-12)
   key=$(printf '%s|%s|%s|%s' "$base" "$suite" "$mirror" "$cas" | sha256sum | cut -c1-16)
-  have=$("$wrapper" image inspect --format '{{index .Labels "dws.stand-in"}}' "$full" 2>/dev/null || true)
   if [[ $have != "$key" ]]; then
     log "no registry answers: assembling a stand-in for ${base} from Debian ${suite} (first run only)"
     rootfs=$cache/stand-in
