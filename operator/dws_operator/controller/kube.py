@@ -30,9 +30,11 @@ from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 LOCAL_QUEUES = "localqueues"
 
 #: Connections kept to the API server, shared by the reconcile workers and the Event
-#: poster: a pass makes a call or two, a few milliseconds each, so ten carry hundreds
-#: of calls a second; each TLS connection holds 256 KiB of buffers.
-CONNECTIONS = 10
+#: poster: a pass makes a call or two, a few milliseconds each, so five carry hundreds
+#: of calls a second. Each TLS connection holds a 256 KiB read buffer (asyncio's), and
+#: kopf keeps one more per watched kind: with ten of ours, buffers were 4.5 MiB of the
+#: operator's memory (tracemalloc, 300 requests waiting).
+CONNECTIONS = 5
 
 __all__ = [
     "FIELD_MANAGER",
