@@ -391,7 +391,7 @@ class Reconciler:
         operations = self.sources.operations
         match action:
             case CreateNodePool(name=name, plan=plan):
-                making = (self._create_step(request, name, plan),)
+                making = (self._create_step(key, request.uid, name, plan),)
                 operations.submit(
                     PoolOperation(
                         name, "Create", key, Priority.CREATE, created, making, self._holding(key)
@@ -399,7 +399,7 @@ class Reconciler:
                 )
             case TakeOverNodePool(name=name, plan=plan):
                 gke = self.sources.mutations
-                labels = self._labels(request, plan)
+                labels = self._labels(key, request.uid, plan)
                 ceiling = render_node_pool(plan, name=name, labels=labels).autoscaling
                 takeover: tuple[Step, ...] = (
                     lambda: gke.relabel(name, labels),
@@ -461,19 +461,23 @@ class Reconciler:
                     return False
         return True
 
-    def _create_step(self, request: RequestView, name: str, plan: SlicePlan) -> Step:
+    def _create_step(self, key: Key, uid: str, name: str, plan: SlicePlan) -> Step:
+        """The create call, made when the operation's turn comes. It holds the request's
+        identity and plan only, not its decoded spec and status: a thousand creates may
+        wait in line for GKE's operation slots."""
+
         async def create() -> Any:
-            labels = self._labels(request, plan)
+            labels = self._labels(key, uid, plan)
             policy = await self._workload_policy(plan)
             pool = render_node_pool(plan, name=name, labels=labels, workload_policy=policy)
-            return (await self.sources.mutations.create(pool, request.uid)).operation
+            return (await self.sources.mutations.create(pool, uid)).operation
 
         return create
 
-    def _labels(self, request: RequestView, plan: SlicePlan) -> dict[str, str]:
+    def _labels(self, key: Key, uid: str, plan: SlicePlan) -> dict[str, str]:
         """The request's labels, and the shape of a pool it can hand on when done (one
         slice placed without a workload policy, whose name depends on the topology)."""
-        labels = pool_labels(request.namespace, request.name, request.uid)
+        labels = pool_labels(key[0], key[1], uid)
         placement = plan.node_pool.placement_policy
         if plan.slices == 1 and not (placement and placement.type == "WORKLOAD_POLICY"):
             labels[SHAPE_LABEL] = shape_of(render_node_pool(plan, name="", labels={}))
