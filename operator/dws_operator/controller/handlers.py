@@ -17,6 +17,9 @@ from typing import Any
 
 import kopf
 
+# kopf exports no name for its per-object memories; `kopf.operator(memories=...)` takes one.
+from kopf._core.reactor.inventory import ResourceMemories, ResourceMemory
+
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.config import KueueMode, OperatorConfig
@@ -93,6 +96,26 @@ class _NoDiffBase(kopf.DiffBaseStorage):
 
     def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
         return None
+
+
+class EventMemories(ResourceMemories):
+    """Per-object memories that are not kept. kopf keeps one (~1 KB) for every object
+    it watches, for state of its own: daemons, timers, indexes, change handlers'
+    progress, error throttling. This operator has `on.event` handlers only, whose state
+    is its cache; kept, the memories came to a few MiB at a thousand requests (each
+    with its Job) and were never read again. Each event gets a fresh one."""
+
+    async def recall(
+        self,
+        raw_body: kopf.RawBody,
+        *,
+        memobase: Any = None,  # kopf's AnyMemo (not exported either)
+        noticed_by_listing: bool = False,
+        ephemeral: bool = False,
+    ) -> ResourceMemory:
+        return await super().recall(
+            raw_body, memobase=memobase, noticed_by_listing=noticed_by_listing, ephemeral=True
+        )
 
 
 async def _use_kueue(mode: KueueMode, kube: KubeApi) -> bool:

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from dws_operator.controller.config import OperatorConfig
 from dws_operator.controller.fence import FENCE, LeaseLost
-from dws_operator.controller.handlers import build_registry
+from dws_operator.controller.handlers import EventMemories, build_registry
 from dws_operator.controller.kube import KubeApi, connect
 from dws_operator.controller.leader import LeaderElector, LeaseSettings
 from dws_operator.controller.metrics import OperatorMetrics
@@ -122,6 +122,7 @@ async def _reconcile(
 ) -> None:
     await kopf.operator(
         registry=build_registry(config, kubeconfig, metrics),
+        memories=EventMemories(),
         clusterwide=not config.namespaces,
         namespaces=list(config.namespaces),
         # Replicas are kept apart by the Lease (kopf's peering only pauses others).
