@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 
-from dws_operator.controller.kube import Conflict, Connection, Invalid, KubeApi, NotFound
+from dws_operator.controller import kube as kube_module
+from dws_operator.controller.kube import Conflict, Connection, Invalid, KubeApi, Listed, NotFound
 from dws_operator.controller.login import in_cluster, log_in
 from dws_operator.controller.transport import ApiError
+from dws_operator.workload import REQUEST_LABEL
 from dws_workshop.devcluster import DevCluster
 from tests.polling import eventually
 
@@ -165,3 +167,41 @@ current-context: x
     before, refused, after = asyncio.run(main())
     assert (before, refused) == ("revoked", 401)
     assert after == token
+
+
+def test_a_listing_comes_a_page_at_a_time(
+    api: k8s.ApiClient, devcluster: DevCluster, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    core = k8s.CoreV1Api(api)
+    for index in range(5):
+        core.create_namespaced_service(
+            namespace,
+            {
+                "metadata": {"name": f"s{index}", "labels": {REQUEST_LABEL: "r"}},
+                "spec": {"clusterIP": "None", "selector": {"app": "none"}},
+            },
+        )
+    core.create_namespaced_service(
+        namespace, {"metadata": {"name": "unlabelled"}, "spec": {"clusterIP": "None"}}
+    )
+    monkeypatch.setattr(kube_module, "LIST_PAGE", 2)
+
+    async def main() -> tuple[list[Listed], list[str]]:
+        api = await Connection.open(str(devcluster.kubeconfig))
+        kube = KubeApi(api)
+        try:
+            pages = [page async for page in kube.snapshots("services", REQUEST_LABEL, (namespace,))]
+            names = [
+                item["metadata"]["name"]
+                async for item in kube.listing("services", REQUEST_LABEL, (namespace,))
+            ]
+            return pages, names
+        finally:
+            await api.close()
+
+    pages, names = asyncio.run(main())
+    assert [len(page.items) for page in pages] == [2, 2, 1]
+    # Every page of one list is at the list's version.
+    assert len({page.version for page in pages}) == 1
+    assert pages[0].version is not None
+    assert sorted(names) == [f"s{index}" for index in range(5)]

@@ -174,21 +174,21 @@ class Controller:
         self.namespaces, self.jobset = namespaces, jobset
         if kueue:
             self.cache.know_local_queues()
-            for item in await kube.listing(LOCAL_QUEUES, "", namespaces):
+            async for item in kube.listing(LOCAL_QUEUES, "", namespaces):
                 namespace, name = key_of(item)
                 self.cache.put_local_queue(namespace, name)
-        for item in await kube.listing(PLURAL, "", namespaces):
+        async for item in kube.listing(PLURAL, "", namespaces):
             self.put_request(item)
-        for item in await kube.listing("jobs", REQUEST_LABEL, namespaces):
+        async for item in kube.listing("jobs", REQUEST_LABEL, namespaces):
             self.cache.put_job(item)
         if jobset:
-            for item in await kube.listing(JOBSET_PLURAL, REQUEST_LABEL, namespaces):
+            async for item in kube.listing(JOBSET_PLURAL, REQUEST_LABEL, namespaces):
                 self.cache.put_jobset(item)
-            for item in await kube.listing("jobs", JOBSET_NAME_LABEL, namespaces):
+            async for item in kube.listing("jobs", JOBSET_NAME_LABEL, namespaces):
                 self.cache.put_job(item)
-        for item in await kube.listing("services", REQUEST_LABEL, namespaces):
+        async for item in kube.listing("services", REQUEST_LABEL, namespaces):
             self.cache.put_service(item)
-        for item in await kube.listing("nodes", NODE_POOL_LABEL_KEY):
+        async for item in kube.listing("nodes", NODE_POOL_LABEL_KEY):
             self.cache.put_node(item)
 
     def on_event(self, kind: str, deleted: bool, body: Mapping[str, Any]) -> None:
@@ -251,7 +251,7 @@ class Controller:
         # at the older of their versions.
         seen: dict[tuple[str, str | None], tuple[set[Key], int | None]] = {}
         for kind, label in sources:
-            for listed in await kube.snapshots(kind, label, self.namespaces):
+            async for listed in kube.snapshots(kind, label, self.namespaces):
                 for item in listed.items:
                     # Updates missed to what the cache holds; nothing new: a listing is
                     # older than the watch events that came while it was taken (one
