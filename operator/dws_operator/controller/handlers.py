@@ -23,7 +23,7 @@ from kopf._core.reactor.inventory import ResourceMemories, ResourceMemory
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.config import KueueMode, OperatorConfig
-from dws_operator.controller.kube import LIST_PAGE, LOCAL_QUEUES, KubeApi, connect
+from dws_operator.controller.kube import LOCAL_QUEUES, KubeApi, connect
 from dws_operator.controller.login import log_in
 from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.controller.reconciler import FINALIZER
@@ -159,9 +159,6 @@ def build_registry(
         # minute at scale, all of them normal. Its warnings and errors still show.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
         settings.watching.server_timeout = 300
-        # kopf's own listings (at start, and again when a watch's version has expired)
-        # a page at a time, as the operator's relists: no spike of a thousand objects.
-        settings.watching.chunk_size = LIST_PAGE
         settings.queueing.idle_timeout = WORKER_IDLE_SECONDS
         settings.persistence.diffbase_storage = _NoDiffBase()
         api = await connect(str(kubeconfig) if kubeconfig else None)
