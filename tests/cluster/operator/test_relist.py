@@ -14,6 +14,7 @@ from dws_operator.controller.kube import KubeApi, connect
 from dws_operator.controller.runtime import build_controller
 from dws_operator.workload import REQUEST_LABEL
 from dws_workshop.devcluster import DevCluster
+from tests.polling import eventually
 
 
 def _job(namespace: str, name: str, request: str, version: str) -> dict[str, Any]:
@@ -67,7 +68,8 @@ def test_a_job_deleted_unseen_is_forgotten_and_its_request_woken(
     namespace: str,
     operator_config: OperatorConfig,
 ) -> None:
-    k8s.BatchV1Api(api).create_namespaced_job(
+    batch = k8s.BatchV1Api(api)
+    batch.create_namespaced_job(
         namespace,
         {
             "metadata": {"name": "real", "labels": {REQUEST_LABEL: "req-c"}},
@@ -81,6 +83,16 @@ def test_a_job_deleted_unseen_is_forgotten_and_its_request_woken(
                 },
             },
         },
+    )
+    # The Job controller marks a suspended Job so, a moment after it is made: were that
+    # write to land between the start-up listing and the relist, the relist would take
+    # it in (rightly) and wake req-c too. Waited for, the Job no longer changes.
+    eventually(
+        lambda: any(
+            c.type == "Suspended" and c.status == "True"
+            for c in batch.read_namespaced_job("real", namespace).status.conditions or []
+        ),
+        what="the Job controller to mark the Job suspended",
     )
     forgotten, left, woken, kept_before = _relist(devcluster, operator_config, namespace)
     assert kept_before
