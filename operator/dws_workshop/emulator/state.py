@@ -268,10 +268,11 @@ class ClusterManagerState:
         cluster.max_in_flight = max(cluster.max_in_flight, cluster.in_flight)
         if pool is not None:
             pool.operation = record
-        self.advance()
         # The operation as it was when made: GKE answers the call with it PENDING (the
-        # record moves on; a slow reply must not show a later state).
+        # record moves on; neither a slow reply nor this thread losing the CPU between
+        # here and the answer may show a later state).
         made: Operation = type(operation).deserialize(type(operation).serialize(operation))
+        self.advance()
         return made
 
     def advance(self) -> None:
