@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from typing import Any
 
 import kopf
+import pytest
 from kopf._core.reactor.inventory import ResourceMemories
 
+from dws_operator.controller.config import OperatorConfig
 from dws_operator.controller.handlers import EventMemories
+from dws_operator.controller.metrics import OperatorMetrics
+from dws_operator.controller.runner import _reconcile
 
 
 def body(name: str, uid: str) -> kopf.RawBody:
@@ -44,3 +49,16 @@ def test_the_override_takes_what_kopf_passes() -> None:
     assert list(ours) == list(theirs)
     assert [p.kind for p in ours.values()] == [p.kind for p in theirs.values()]
     assert [p.default for p in ours.values()] == [p.default for p in theirs.values()]
+
+
+def test_the_operator_hands_kopf_these_memories(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without them kopf keeps its own, one per object, and nothing else fails."""
+    passed: dict[str, Any] = {}
+
+    async def operator(**kwargs: Any) -> None:
+        passed.update(kwargs)
+
+    monkeypatch.setattr(kopf, "operator", operator)
+    config = OperatorConfig(project="p", location="us-central1", cluster="c")
+    asyncio.run(_reconcile(config, None, None, None, None, OperatorMetrics()))
+    assert type(passed["memories"]) is EventMemories
