@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
-from tests.gke.harness import FAST
+from tests.gke.harness import FAST, MakeEmulator
 
 
 @pytest.fixture
@@ -18,12 +18,14 @@ def emulator() -> Iterator[ClusterManagerEmulator]:
 
 
 @pytest.fixture
-def make_emulator() -> Iterator[Callable[[EmulatorConfig], ClusterManagerEmulator]]:
+def make_emulator() -> Iterator[MakeEmulator]:
     """For tests that need their own config; every emulator made is stopped afterwards."""
     threads: list[EmulatorThread] = []
 
-    def make(config: EmulatorConfig) -> ClusterManagerEmulator:
-        thread = EmulatorThread(config)
+    def make(
+        config: EmulatorConfig, clock: Callable[[], float] | None = None
+    ) -> ClusterManagerEmulator:
+        thread = EmulatorThread(config) if clock is None else EmulatorThread(config, clock=clock)
         served = thread.__enter__()
         threads.append(thread)
         return served

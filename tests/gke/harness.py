@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import requests
 from google.cloud import container_v1
@@ -27,7 +27,17 @@ from tests.builders import make_spec, tpu
 from tests.polling import eventually
 
 T = TypeVar("T")
-MakeEmulator = Callable[[EmulatorConfig], ClusterManagerEmulator]
+
+
+class MakeEmulator(Protocol):
+    """The `make_emulator` fixture: an emulator served from a thread, on `clock` when
+    given (a `ManualClock` moves its operations only when the test says so)."""
+
+    def __call__(
+        self, config: EmulatorConfig, clock: Callable[[], float] | None = None
+    ) -> ClusterManagerEmulator: ...
+
+
 Api = container_v1.ClusterManagerAsyncClient
 
 #: Operations finish in 50 ms and the client polls every few ms: suites stay fast.

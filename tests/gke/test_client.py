@@ -246,16 +246,21 @@ def test_scale_to_zero_of_a_missing_pool_is_nothing_to_do(emulator: ClusterManag
     assert emulator.call_counts() == {"GetNodePool": 1}
 
 
-def test_delete(emulator: ClusterManagerEmulator) -> None:
+def test_delete(make_emulator: MakeEmulator) -> None:
+    # Operations move only with this clock: the pool is read while surely deleting.
+    clock = ManualClock()
+    emulator = make_emulator(FAST, clock)
     pool = rendered(gpu("nvidia-l4", nodes=2), "Spot")
 
     async def scenario(client: NodePoolClient) -> Any:
         created = await client.create(pool, UID)
         assert created.operation is not None
+        clock.now += 1
         await client.wait(created.operation)
         deleting = await client.delete(pool.name)
         assert deleting is not None
         during = await client.get(pool.name)
+        clock.now += 1
         done = await client.wait(deleting)
         return during, done, await client.get(pool.name), await client.delete(pool.name)
 

@@ -6,6 +6,7 @@ clients check that Google's own library reads what the emulator writes.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
 from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, MethodFaults
-from tests.gke.harness import FAST, MakeEmulator, policies_url
+from tests.gke.harness import FAST, MakeEmulator, ManualClock, policies_url
 
 PROJECT, REGION = "dws-sandbox", "us-central1"
 Status = compute_v1.Operation.Status
@@ -228,7 +229,9 @@ def test_an_unknown_path_is_a_json_404(emulator: ClusterManagerEmulator) -> None
 def test_insert_runs_an_operation_and_the_policy_turns_ready(
     make_emulator: MakeEmulator,
 ) -> None:
-    emulator = make_emulator(EmulatorConfig(compute_operation_latency_seconds=0.3))
+    # The operation moves only with this clock: the policy is read while surely CREATING.
+    clock = ManualClock()
+    emulator = make_emulator(EmulatorConfig(compute_operation_latency_seconds=0.3), clock)
     answer = insert(emulator, workload(acceleratorTopology="2x2x2"))
     operation = answer.json()
     assert operation["status"] == "PENDING"
@@ -242,8 +245,13 @@ def test_insert_runs_an_operation_and_the_policy_turns_ready(
     assert creating is not None
     assert creating.status == "CREATING"
     began = time.monotonic()
-    done = wait_done(emulator, operation)
-    assert time.monotonic() - began >= 0.1  # the wait really waited
+    moving = threading.Timer(0.2, lambda: setattr(clock, "now", clock.now + 1))
+    moving.start()
+    try:
+        done = wait_done(emulator, operation)
+    finally:
+        moving.cancel()
+    assert time.monotonic() - began >= 0.2  # the wait really waited for the operation
     assert done["progress"] == 100
     assert "error" not in done
     got = requests.get(policies_url(emulator, "wp"), timeout=10).json()
@@ -330,8 +338,12 @@ def test_list_pages_through_the_region(emulator: ClusterManagerEmulator, apis: A
 
 
 def test_delete_runs_an_operation(make_emulator: MakeEmulator) -> None:
-    emulator = make_emulator(EmulatorConfig(compute_operation_latency_seconds=0.2))
-    wait_done(emulator, insert(emulator, workload()).json())
+    # The operations move only with this clock: the policy is read while surely DELETING.
+    clock = ManualClock()
+    emulator = make_emulator(EmulatorConfig(compute_operation_latency_seconds=0.2), clock)
+    inserted = insert(emulator, workload()).json()
+    clock.now += 1
+    wait_done(emulator, inserted)
     answer = requests.delete(policies_url(emulator, "wp"), timeout=10)
     assert answer.status_code == 200
     operation = answer.json()
@@ -341,6 +353,7 @@ def test_delete_runs_an_operation(make_emulator: MakeEmulator) -> None:
     assert deleting.status == "DELETING"
     status, reason, _ = error_of(requests.delete(policies_url(emulator, "wp"), timeout=10))
     assert (status, reason) == (400, "resourceNotReady")
+    clock.now += 1
     wait_done(emulator, operation)
     assert emulator.compute.policy(PROJECT, REGION, "wp") is None
     assert error_of(requests.delete(policies_url(emulator, "wp"), timeout=10))[:2] == (

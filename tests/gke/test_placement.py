@@ -20,8 +20,17 @@ from dws_workshop.emulator import ClusterConfig, ClusterManagerEmulator, Emulato
 from dws_workshop.emulator.placement import SINGLE_HOST_TOPOLOGY
 from dws_workshop.simulator.nodes import pool_shape
 from tests.builders import gpu, tpu
-from tests.gke.harness import FAST, UID, MakeEmulator, make_policy, policies_url, rendered, run
-from tests.polling import eventually
+from tests.gke.harness import (
+    FAST,
+    UID,
+    MakeEmulator,
+    ManualClock,
+    make_policy,
+    policies_url,
+    policy_ready,
+    rendered,
+    run,
+)
 
 NodePool = container_v1.NodePool
 Placement = NodePool.PlacementPolicy
@@ -188,13 +197,6 @@ REFUSED = [
         id="policy-path-not-name",
     ),
     pytest.param(
-        policy("wp", ready=False),
-        tpu7x(policy_name="wp"),
-        POLICY_FIELD,
-        "is CREATING, not READY",
-        id="policy-not-ready",
-    ),
-    pytest.param(
         policy("wp", {"type": "HIGH_AVAILABILITY"}),
         tpu7x(policy_name="wp"),
         POLICY_FIELD,
@@ -313,12 +315,22 @@ def test_a_policy_in_use_cannot_be_deleted(make_emulator: MakeEmulator) -> None:
     assert deleted.json()["operationType"] == "delete"
 
 
-def test_a_policy_being_deleted_or_gone_cannot_place_new_pools(
+def test_a_policy_being_created_deleted_or_gone_cannot_place_new_pools(
     make_emulator: MakeEmulator,
 ) -> None:
-    emulator = make_emulator(FAST.model_copy(update={"compute_operation_latency_seconds": 0.5}))
-    make_policy(emulator, "wp")
+    # The policy's operations move only with this clock: a slow call never finds it on.
+    clock = ManualClock()
+    emulator = make_emulator(FAST, clock)
+    make_policy(emulator, "wp", ready=False)
+    creating = refused(emulator, tpu7x(policy_name="wp"))
+    assert (creating.retryable, creating.reason) == (False, "InvalidArgument")
+    assert creating.message.startswith(f"{POLICY_FIELD}: ")
+    assert "is CREATING, not READY" in creating.message
+    clock.now += 1
+    policy_ready(emulator, "wp", REGION)
     assert requests.delete(policies_url(emulator, "wp"), timeout=10).status_code == 200
     assert "is DELETING, not READY" in refused(emulator, tpu7x(policy_name="wp")).message
-    eventually(lambda: emulator.compute.policy(PROJECT, REGION, "wp") is None, 10, "wp deleted")
+    clock.now += 1
+    assert emulator.compute.policy(PROJECT, REGION, "wp") is None
     assert f"{POLICY_PATH}/wp not found" in refused(emulator, tpu7x(policy_name="wp")).message
+    assert emulator.node_pools(CLUSTER) == []

@@ -18,7 +18,7 @@ from dws_workshop.emulator import (
     MethodFaults,
 )
 from tests.builders import gpu, tpu
-from tests.gke.harness import FAST_POLL, UID, MakeEmulator, rendered, run
+from tests.gke.harness import FAST_POLL, UID, MakeEmulator, ManualClock, rendered, run
 
 RETRY = RetryPolicy(attempts=4, initial_delay=0.02, multiplier=2.0, max_delay=0.05, jitter=0.0)
 
@@ -127,7 +127,9 @@ def test_creating_twice_makes_one_pool(make_emulator: MakeEmulator) -> None:
 def test_a_restarted_operator_adopts_the_pool_it_was_creating(make_emulator: MakeEmulator) -> None:
     """The operator dies after sending the create; a new process, knowing nothing of the
     operation, creates again: it must find and adopt the pool, not make a second one."""
-    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=0.5))
+    # The create moves only with this clock: the restarted operator surely meets it.
+    clock = ManualClock()
+    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=0.5), clock)
     pool = rendered(tpu("v6e", "4x4"))
 
     async def before_the_crash() -> None:
@@ -141,6 +143,7 @@ def test_a_restarted_operator_adopts_the_pool_it_was_creating(make_emulator: Mak
             again = await client.create(pool, UID)
             assert again.adopted
             assert again.pool.status == container_v1.NodePool.Status.PROVISIONING
+            clock.now += 1
             while True:  # the adopter follows the pool, not the operation it never saw
                 current = await client.get(pool.name)
                 assert current is not None

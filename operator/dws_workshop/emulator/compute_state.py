@@ -238,8 +238,11 @@ class ComputeState:
                 error=error,
             )
         )
+        # Answered as made, PENDING, however long this thread waits for the CPU before
+        # the answer is written (the record moves on).
+        made: Operation = type(operation).deserialize(type(operation).serialize(operation))
         self.advance()
-        return operation
+        return made
 
     def advance(self) -> None:
         """Move every operation whose time has come, oldest first."""

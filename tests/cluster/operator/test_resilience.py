@@ -119,7 +119,8 @@ def test_quota_exceeded_fails_clearly(
     assert "quota" in status["message"].lower()
     assert len(emulator.calls_for("CreateNodePool")) == 1  # terminal: not retried
     assert scenario.jobs() == []
-    assert "Failed" in scenario.events()  # the phase change, with the reason in its text
+    # The phase change, with the reason in its text: posted after the status write.
+    eventually(lambda: "Failed" in scenario.events(), what="the Failed event")
 
 
 def test_spot_preemption_restarts_the_workload(
@@ -141,7 +142,7 @@ def test_spot_preemption_restarts_the_workload(
     assert env["DWS_CHECKPOINT_DIR"] == "gs://b/ckpt"
     eventually(lambda: len(scenario.jobs()) == 1, what="the first attempt's Job gone")
     assert scenario.status()["restarts"] == 1
-    assert "Restarting" in scenario.events()
+    eventually(lambda: "Restarting" in scenario.events(), what="the Restarting event")
     scenario.mark_pods("Succeeded", 2, attempt=1)
     status = scenario.wait_phase("Succeeded")
     assert status["restarts"] == 1

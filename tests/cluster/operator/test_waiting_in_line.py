@@ -4,6 +4,7 @@ status until it is next, and deleted while it waits, it goes and nothing is made
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +13,7 @@ from kubernetes import client as k8s
 from dws_operator.controller.config import OperatorConfig
 from dws_operator.controller.runner import OperatorThread
 from dws_workshop.devcluster import DevCluster
-from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig
+from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
 from tests.builders import gpu
 from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually
@@ -20,10 +21,31 @@ from tests.polling import eventually
 FINALIZER = "dws-operator.dev/cleanup"
 
 
+class HeldClock:
+    """The emulator's clock, stopped until released (then it runs as real time): the
+    first create holds the only slot for as long as the test looks at those behind it,
+    however slow the machine."""
+
+    def __init__(self) -> None:
+        self._held = 100.0
+        self._since: float | None = None
+
+    def __call__(self) -> float:
+        return self._held if self._since is None else self._held + time.monotonic() - self._since
+
+    def release(self) -> None:
+        self._since = time.monotonic()
+
+
 @pytest.fixture
-def emulator_config() -> EmulatorConfig:
-    # The first create holds the only slot long enough to look at the one behind it.
-    return EmulatorConfig(operation_latency_seconds=4.0)
+def clock() -> HeldClock:
+    return HeldClock()
+
+
+@pytest.fixture
+def emulator(emulator_config: EmulatorConfig, clock: HeldClock) -> Iterator[ClusterManagerEmulator]:
+    with EmulatorThread(emulator_config, clock=clock) as served:
+        yield served
 
 
 @pytest.fixture
@@ -37,7 +59,11 @@ def one_slot(
 
 @pytest.mark.usefixtures("one_slot")
 def test_deleted_while_waiting_for_a_slot_it_goes_and_no_pool_is_made(
-    api: k8s.ApiClient, namespace: str, emulator: ClusterManagerEmulator, scenario: Scenario
+    api: k8s.ApiClient,
+    namespace: str,
+    emulator: ClusterManagerEmulator,
+    scenario: Scenario,
+    clock: HeldClock,
 ) -> None:
     scenario.create(gpu("nvidia-l4", nodes=1, count=1), mode="Spot")
     eventually(scenario.created_pools, what="the first request's CreateNodePool")
@@ -78,6 +104,7 @@ def test_deleted_while_waiting_for_a_slot_it_goes_and_no_pool_is_made(
     eventually(lambda: behind.get() is None, what="the request behind gone")
     # The one held: its create called off by the operator, then let go.
     eventually(lambda: next_in_line.get() is None, what="the request next in line gone")
+    clock.release()  # the first create ends: its slot goes to whoever is next
     # Creates go in request order: once a later request's create has run, the deleted
     # ones' would have run before it, had they not been called off.
     later = Scenario(api, namespace, emulator)
