@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -20,6 +22,7 @@ from dws_workshop.emulator import (
     MethodFaults,
     load_config,
 )
+from dws_workshop.emulator import server as emulator_server
 from tests.builders import gpu, tpu
 from tests.gke.harness import UID, MakeEmulator, rendered, run
 
@@ -96,22 +99,33 @@ def test_error_rate_is_seeded(make_emulator: MakeEmulator) -> None:
     assert 8 <= first.count("Unavailable") <= 32
 
 
-def test_added_latency(make_emulator: MakeEmulator) -> None:
+def test_added_latency(make_emulator: MakeEmulator, monkeypatch: pytest.MonkeyPatch) -> None:
     emulator = make_emulator(fast(faults={"GetCluster": MethodFaults(latency_seconds=0.3)}))
+    # What the emulator sleeps, per call: a loaded machine slows every answer, so only
+    # the pauses it adds tell which call was given latency.
+    slept: list[float] = []
+    real = asyncio.sleep
 
-    async def scenario(client: NodePoolClient) -> tuple[float, float]:
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        await real(seconds)
+
+    proxy = SimpleNamespace(**{**vars(asyncio), "sleep": sleep})
+    monkeypatch.setattr(emulator_server, "asyncio", proxy)
+
+    async def scenario(client: NodePoolClient) -> float:
         started = time.monotonic()
         await client.api.get_cluster(name=DEFAULT_CLUSTER)
         slow = time.monotonic() - started
-        started = time.monotonic()
         await client.list_pools()
-        return slow, time.monotonic() - started
+        return slow
 
-    slow, quick = run(emulator, scenario)
+    slow = run(emulator, scenario)
     assert slow >= 0.3
-    assert quick < 0.3
+    assert slept == [0.3]  # GetCluster only, not ListNodePools
     [call] = emulator.calls_for("GetCluster")
     assert call.duration >= 0.3
+    assert len(emulator.calls_for("ListNodePools")) == 1
 
 
 def test_wait_rides_out_transient_polling_errors(make_emulator: MakeEmulator) -> None:
@@ -288,16 +302,18 @@ def test_operation_latency_per_method(make_emulator: MakeEmulator) -> None:
     faults = {"DeleteNodePool": MethodFaults(operation_latency_seconds=60)}
     emulator = make_emulator(fast(faults=faults))
     pool = rendered(tpu("v6e", "2x2"))
-    poll = PollPolicy(initial_delay=0.01, max_delay=0.02, timeout=0.3)
 
-    async def scenario(client: NodePoolClient) -> None:
+    async def create(client: NodePoolClient) -> None:
         await create_and_wait(client, pool)
+
+    async def delete(client: NodePoolClient) -> None:
         deleting = await client.delete(pool.name)
         assert deleting is not None
         await client.wait(deleting)
 
+    run(emulator, create)  # polled as long as it takes, however slow the machine
     with pytest.raises(GkeError, match="OperationTimeout"):
-        run(emulator, scenario, poll=poll)
+        run(emulator, delete, poll=PollPolicy(initial_delay=0.01, max_delay=0.02, timeout=0.3))
     stored = emulator.node_pool(path(pool.name))
     assert stored is not None
     assert stored.status == PoolStatus.STOPPING

@@ -22,7 +22,7 @@ from dws_operator.gke import (
     workload_policy_name,
 )
 from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, MethodFaults
-from tests.gke.harness import FAST, MakeEmulator, policies_url, policy_ready
+from tests.gke.harness import FAST, MakeEmulator, ManualClock, policies_url, policy_ready
 
 T = TypeVar("T")
 PROJECT, REGION = "dws-sandbox", "us-central1"
@@ -178,7 +178,9 @@ def test_a_foreign_policy_of_that_name_is_a_terminal_conflict(
 
 
 def test_a_policy_still_being_created_is_retryable(make_emulator: MakeEmulator) -> None:
-    emulator = make_emulator(EmulatorConfig(compute_operation_latency_seconds=0.5))
+    # The insert moves only with this clock: the policy is surely still CREATING.
+    clock = ManualClock()
+    emulator = make_emulator(EmulatorConfig(compute_operation_latency_seconds=0.5), clock)
     body = {
         "name": NAME,
         "workloadPolicy": {"type": "HIGH_THROUGHPUT", "acceleratorTopology": "2x2x2"},
@@ -188,6 +190,7 @@ def test_a_policy_still_being_created_is_retryable(make_emulator: MakeEmulator) 
         ensure(emulator)
     assert (caught.value.retryable, caught.value.reason) == (True, "WorkloadPolicyNotReady")
     assert "CREATING" in caught.value.message
+    clock.now += 1
     policy_ready(emulator, NAME, REGION)
     assert ensure(emulator) == NAME
     assert emulator.compute.call_counts()["resourcePolicies.insert"] == 1  # only ours above
@@ -271,13 +274,18 @@ def test_a_failed_operation_is_classified_and_the_next_call_recreates(
 def test_a_slow_operation_times_out_retryably_and_is_found_later(
     make_emulator: MakeEmulator,
 ) -> None:
-    emulator = make_emulator(EmulatorConfig(compute_operation_latency_seconds=0.6))
+    # The insert moves only with this clock: it is surely not done by the deadline.
+    clock = ManualClock()
+    emulator = make_emulator(EmulatorConfig(compute_operation_latency_seconds=0.6), clock)
     short = PollPolicy(initial_delay=0.01, max_delay=0.05, timeout=0.2)
     began = time.monotonic()
     with pytest.raises(GkeError) as caught:
         ensure(emulator, poll=short)
-    assert time.monotonic() - began < 0.6  # the wait call was cut at the deadline
+    # The wait call was cut at the deadline: Compute's own wait would answer after
+    # 120 s (the bound leaves room for a slow machine, not for an uncut wait).
+    assert time.monotonic() - began < 20
     assert (caught.value.retryable, caught.value.reason) == (True, "OperationTimeout")
+    clock.now += 1
     policy_ready(emulator, NAME, REGION)
     assert ensure(emulator) == NAME
     assert emulator.compute.call_counts()["resourcePolicies.insert"] == 1
