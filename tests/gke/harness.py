@@ -7,6 +7,7 @@ no async test plugin is needed.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
@@ -74,6 +75,22 @@ class ManualClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+class HeldClock:
+    """An emulator's clock stopped until released, then running as real time: what is
+    under way stays so for as long as the test looks at it, however slow the machine,
+    and the rest of the test runs as usual."""
+
+    def __init__(self) -> None:
+        self._held = 100.0
+        self._since: float | None = None
+
+    def __call__(self) -> float:
+        return self._held if self._since is None else self._held + time.monotonic() - self._since
+
+    def release(self) -> None:
+        self._since = time.monotonic()
 
 
 def serve(

@@ -25,7 +25,7 @@ from dws_workshop.emulator import (
     MethodFaults,
 )
 from tests.builders import gpu
-from tests.gke.harness import UID, MakeEmulator, rendered
+from tests.gke.harness import UID, HeldClock, MakeEmulator, rendered
 
 ONCE = RetryPolicy(attempts=1)
 Woken = list[tuple[str, str]]
@@ -78,7 +78,9 @@ async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
 def test_never_more_in_flight_than_the_slots_and_creates_in_request_order(
     make_emulator: MakeEmulator,
 ) -> None:
-    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=LATENCY))
+    # The first five stay running until all five are in GKE, however slow the machine.
+    clock = HeldClock()
+    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=LATENCY), clock)
     names = [f"pool-{i:02d}" for i in range(12)]
 
     async def scenario(
@@ -94,6 +96,8 @@ def test_never_more_in_flight_than_the_slots_and_creates_in_request_order(
         queued = scheduler.view(names[11])
         assert queued is not None
         assert (queued.position, queued.queued, queued.slots) == (7, 7, 5)  # five started
+        await until(lambda: len(emulator.calls_for("CreateNodePool")) == 5)
+        clock.release()
         await until(lambda: scheduler.running == 0 and scheduler.queued == 0)
 
     scheduled(emulator, scenario)
@@ -153,13 +157,17 @@ def test_too_many_operations_from_someone_else_is_backed_off_not_hot_looped(
 ) -> None:
     """The operator thinks it has 6 slots; GKE allows 5 (another client holds one):
     the refusals are few, paused on, and every pool is still made."""
-    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=LATENCY))
+    # The first five stay running until the sixth has met the quota.
+    clock = HeldClock()
+    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=LATENCY), clock)
 
     async def scenario(
         scheduler: OperationScheduler, gke: NodePoolClient, _: list[tuple[str, str]]
     ) -> None:
         for i in range(12):
             scheduler.submit(creation(gke, f"pool-{i:02d}", f"2026-11-23T10:00:{i:02d}Z"))
+        await until(lambda: len(emulator.calls_for("CreateNodePool")) == 6)
+        clock.release()
         await until(lambda: scheduler.running == 0 and scheduler.queued == 0)
 
     scheduled(emulator, scenario, slots=6)

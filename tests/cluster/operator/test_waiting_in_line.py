@@ -4,7 +4,6 @@ status until it is next, and deleted while it waits, it goes and nothing is made
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,25 +15,10 @@ from dws_workshop.devcluster import DevCluster
 from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
 from tests.builders import gpu
 from tests.cluster.operator.harness import Scenario
+from tests.gke.harness import HeldClock
 from tests.polling import eventually
 
 FINALIZER = "dws-operator.dev/cleanup"
-
-
-class HeldClock:
-    """The emulator's clock, stopped until released (then it runs as real time): the
-    first create holds the only slot for as long as the test looks at those behind it,
-    however slow the machine."""
-
-    def __init__(self) -> None:
-        self._held = 100.0
-        self._since: float | None = None
-
-    def __call__(self) -> float:
-        return self._held if self._since is None else self._held + time.monotonic() - self._since
-
-    def release(self) -> None:
-        self._since = time.monotonic()
 
 
 @pytest.fixture
