@@ -90,7 +90,8 @@ class HeldClock:
         return self._held if self._since is None else self._held + time.monotonic() - self._since
 
     def release(self) -> None:
-        self._since = time.monotonic()
+        if self._since is None:  # once: a second release would turn it back
+            self._since = time.monotonic()
 
 
 def serve(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -297,46 +299,69 @@ def test_operation_in_progress_is_retryable(make_emulator: MakeEmulator) -> None
         assert "is currently creating a node pool for cluster sandbox" in error.message
 
 
-def test_wait_gives_up_at_its_deadline(make_emulator: MakeEmulator) -> None:
+def recorded_pauses(
+    monkeypatch: pytest.MonkeyPatch, then: Callable[[list[float]], None] | None = None
+) -> list[float]:
+    """The pauses the client asks for (each still taken), in order; `then` is called
+    with them after each is asked for."""
+    pauses: list[float] = []
+    real = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        if then is not None:
+            then(pauses)
+        await real(seconds)
+
+    proxy = SimpleNamespace(**{**vars(asyncio), "sleep": sleep})
+    monkeypatch.setattr(client_module, "asyncio", proxy)
+    return pauses
+
+
+def test_wait_gives_up_at_its_deadline(
+    make_emulator: MakeEmulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
     emulator = make_emulator(EmulatorConfig(operation_latency_seconds=60))
     pool = rendered(tpu("v6e", "4x4"))
     # A deadline of a second: sleeps capped at 50 ms bound it to about 22 polls when
     # nothing is slow, fewer when a loaded machine (three test workers on two cores)
-    # makes a gRPC round trip take a good part of the second; never none.
+    # makes a gRPC round trip take a good part of the second.
     poll = PollPolicy(initial_delay=0.01, max_delay=0.05, timeout=1.0)
+    pauses = recorded_pauses(monkeypatch)
 
     async def scenario(client: NodePoolClient) -> None:
         created = await client.create(pool, UID)
         assert created.operation is not None
         await client.wait(created.operation)
 
+    began = time.monotonic()
     with pytest.raises(GkeError) as caught:
         run(emulator, scenario, poll=poll)
+    assert time.monotonic() - began >= poll.timeout  # not before its deadline
     assert caught.value.retryable
     assert caught.value.reason == "OperationTimeout"
     polls = emulator.calls_for("GetOperation")
     assert 1 <= len(polls) <= 25
     assert all(p.response.status != Operation.Status.DONE for p in polls)
+    assert len(pauses) == len(polls)
+    assert max(pauses) <= poll.max_delay
 
 
 def test_wait_backs_off_exponentially(
     make_emulator: MakeEmulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=0.5))
+    # The operation ends when the client has paused five times (the clock is the
+    # test's): the looks are counted in pauses asked for, whatever the machine's pace.
+    clock = ManualClock()
+    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=0.5), clock)
     pool = rendered(tpu("v6e", "4x4"))
     poll = PollPolicy(initial_delay=0.01, max_delay=10.0, multiplier=2.0, timeout=5.0)
-    # The pauses the client asks for, not the gaps between calls: on a loaded machine
-    # a call's own time can exceed the first pauses, and the number of polls with it.
-    pauses: list[float] = []
-    real = asyncio.sleep
 
-    async def sleep(seconds: float) -> None:
-        pauses.append(seconds)
-        await real(seconds)
+    def end_after_five(pauses: list[float]) -> None:
+        if len(pauses) == 5:
+            clock.now += 1
 
-    monkeypatch.setattr(
-        client_module, "asyncio", SimpleNamespace(**{**vars(asyncio), "sleep": sleep})
-    )
+    pauses = recorded_pauses(monkeypatch, end_after_five)
 
     async def scenario(client: NodePoolClient) -> Operation:
         created = await client.create(pool, UID)
@@ -345,11 +370,10 @@ def test_wait_backs_off_exponentially(
 
     done = run(emulator, scenario, poll=poll)
     assert done.status == Operation.Status.DONE
-    polls = emulator.calls_for("GetOperation")
-    # One pause before each look, each twice the last: about 6 looks for half a second
-    # where a fixed 10 ms interval would make 50.
-    assert len(pauses) == len(polls) >= 2
-    assert pauses == [0.01 * 2**i for i in range(len(pauses))]
+    # One pause before each look, each twice the last (a fixed 10 ms interval would
+    # look 50 times in half a second).
+    assert pauses == [0.01, 0.02, 0.04, 0.08, 0.16]
+    assert len(emulator.calls_for("GetOperation")) == 5
 
 
 def test_unknown_cluster_is_terminal(emulator: ClusterManagerEmulator) -> None:

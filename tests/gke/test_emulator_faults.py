@@ -311,7 +311,7 @@ def test_operation_latency_per_method(make_emulator: MakeEmulator) -> None:
         assert deleting is not None
         await client.wait(deleting)
 
-    run(emulator, create)  # polled as long as it takes, however slow the machine
+    run(emulator, create)  # the usual poll (5 s): the create is not what is timed
     with pytest.raises(GkeError, match="OperationTimeout"):
         run(emulator, delete, poll=PollPolicy(initial_delay=0.01, max_delay=0.02, timeout=0.3))
     stored = emulator.node_pool(path(pool.name))

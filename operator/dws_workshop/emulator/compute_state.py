@@ -238,8 +238,8 @@ class ComputeState:
                 error=error,
             )
         )
-        # Answered as made, PENDING, however long this thread waits for the CPU before
-        # the answer is written (the record moves on).
+        # Answered as made, PENDING: a copy taken before `advance`, which may already
+        # move the record on if this thread lost the CPU since `started` was read.
         made: Operation = type(operation).deserialize(type(operation).serialize(operation))
         self.advance()
         return made

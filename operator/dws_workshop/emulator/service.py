@@ -448,7 +448,8 @@ class ClusterManagerService:
         failed: Callable[[], None],
         error: Any,
     ) -> container_v1.Operation:
-        operation = self.state.start(
+        # A copy already, as the operation was made: the record moves on apart.
+        return self.state.start(
             kind=kind,
             doing=doing,
             cluster=cluster,
@@ -458,4 +459,3 @@ class ClusterManagerService:
             on_failure=failed,
             error=error,
         )
-        return clone(operation)

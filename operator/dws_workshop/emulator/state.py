@@ -268,9 +268,9 @@ class ClusterManagerState:
         cluster.max_in_flight = max(cluster.max_in_flight, cluster.in_flight)
         if pool is not None:
             pool.operation = record
-        # The operation as it was when made: GKE answers the call with it PENDING (the
-        # record moves on; neither a slow reply nor this thread losing the CPU between
-        # here and the answer may show a later state).
+        # The operation as it was when made: GKE answers the call with it PENDING. A
+        # copy taken before `advance`, which may already move the record on (this thread
+        # can lose the CPU for longer than the PENDING share since `started` was read).
         made: Operation = type(operation).deserialize(type(operation).serialize(operation))
         self.advance()
         return made

@@ -6,9 +6,12 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from google.cloud import container_v1
+from kubernetes.client import V1Node
 
+from dws_operator import rfc3339
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_workshop.devcluster.stages import SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION
+from dws_workshop.simulator.autoscaler import Autoscaler
 from dws_workshop.simulator.scenario import CapacityRule, Preemption, SimScenario
 from tests.builders import gpu, tpu
 from tests.cluster.sim.conftest import StartAutoscaler
@@ -128,6 +131,27 @@ def test_v6e_flex_start_slice_nodes_carry_gke_labels_taints_and_resources(
     assert len(sim.nodes("v6e-flex")) == 4
 
 
+def node_once_waited(sim: Sim, autoscaler: Autoscaler, pod: str, pool: str, waits: float) -> V1Node:
+    """The pool's first node for `pod`, made at the latest in the pass after `waits`
+    simulated seconds since the autoscaler first saw the pod waiting: counted on the
+    autoscaler's own clock and passes, not on how fast this machine runs."""
+    # Marked unschedulable, unless the node came so soon that it never had to wait.
+    eventually(lambda: sim.unschedulable(pod) or sim.nodes(pool), what=f"{pod} waiting")
+    seen = autoscaler.passes
+    eventually(lambda: autoscaler.passes >= seen + 2, what=f"a whole pass that saw {pod}")
+    by = autoscaler.clock.now() + waits
+    eventually(
+        lambda: autoscaler.clock.now() >= by,
+        timeout=autoscaler.clock.real_seconds(waits) + 10,
+        what=f"{waits:g} simulated seconds",
+    )
+    after = autoscaler.passes
+    eventually(lambda: autoscaler.passes >= after + 2, what="a whole pass after the wait")
+    nodes = sim.nodes(pool)
+    assert nodes, f"no node of {pool} a whole pass after {pod} waited {waits:g}s"
+    return nodes[0]
+
+
 def test_capacity_arrives_after_simulated_delay(
     sim: Sim, start_autoscaler: StartAutoscaler
 ) -> None:
@@ -135,13 +159,11 @@ def test_capacity_arrives_after_simulated_delay(
         clock_factor=FAST,
         capacity=[CapacityRule(accelerator="nvidia-l4", after_seconds=180)],
     )
-    start_autoscaler(scenario)
+    autoscaler = start_autoscaler(scenario)
     sim.create_pool(rendered(gpu("nvidia-l4"), "FlexStart", name="l4-late"))
     began = time.monotonic()
     l4_pod(sim, "late", "l4-late")
-    eventually(lambda: sim.unschedulable("late"), what="the pod unschedulable")
-
-    [node] = eventually(lambda: sim.nodes("l4-late"), timeout=15.0, what="the node")
+    node = node_once_waited(sim, autoscaler, "late", "l4-late", 180)
     assert time.monotonic() - began >= 180 / FAST - 0.5
     # By the objects' own times (whole seconds), however late the test looked: the
     # wait starts once the autoscaler sees the pod, after the pod was made.
@@ -265,7 +287,7 @@ def test_pods_run_for_their_duration_then_idle_nodes_go(
     ok = sim.pod("ok").status.container_statuses[0].state.terminated
     assert (ok.exit_code, ok.reason) == (0, "Completed")
     # It ran for its duration, by its own times (whole seconds): not ended at once.
-    assert ok.finished_at - ok.started_at >= timedelta(seconds=1)
+    assert ok.finished_at - ok.started_at >= timedelta(seconds=2)
 
     eventually(lambda: not sim.nodes("l4-run"), timeout=10.0, what="the idle nodes gone")
     assert sim.node_count("l4-run") == 0
@@ -322,7 +344,7 @@ def test_spot_preemption_fails_pods_then_deletes_the_node(
 def test_provisioning_request_is_accepted_provisioned_then_expires_and_is_revoked(
     sim: Sim, start_autoscaler: StartAutoscaler
 ) -> None:
-    # Booking for 2 simulated minutes, max run 4: 2 and 4 real seconds after Provisioned.
+    # Booking for 2 simulated minutes, max run 8: 2 and 8 real seconds after Provisioned.
     start_autoscaler(SimScenario(clock_factor=FAST, booking_seconds=120))
     sim.create_pool(rendered(gpu("nvidia-h100-80gb", nodes=2), "QueuedProvisioning", name="h100-q"))
     sim.core.create_namespaced_pod_template(
@@ -358,7 +380,7 @@ def test_provisioning_request_is_accepted_provisioned_then_expires_and_is_revoke
             "metadata": {"name": "req"},
             "spec": {
                 "provisioningClassName": "queued-provisioning.gke.io",
-                "parameters": {"maxRunDurationSeconds": "240"},
+                "parameters": {"maxRunDurationSeconds": "480"},
                 "podSets": [{"podTemplateRef": {"name": "trainer"}, "count": 2}],
             },
         },
@@ -393,9 +415,15 @@ def test_provisioning_request_is_accepted_provisioned_then_expires_and_is_revoke
     assert expired["status"] == "True"
     revoked = eventually(lambda: condition("CapacityRevoked"), what="CapacityRevoked")
     assert revoked["status"] == "True"
-    # Revoked two real seconds after the booking expired, by their own times (how soon
-    # the test looks does not matter).
-    assert revoked["lastTransitionTime"] > expired["lastTransitionTime"]
+    # By the conditions' own times, however late the test looks: the booking ends 120
+    # simulated seconds after the nodes were made, the run 480. Whole seconds, and
+    # Provisioned is written up to a second after the nodes: one second off each.
+    since = rfc3339.parse(provisioned["lastTransitionTime"])
+    booked = rfc3339.parse(expired["lastTransitionTime"]) - since
+    ran = rfc3339.parse(revoked["lastTransitionTime"]) - since
+    assert booked >= timedelta(seconds=120 / FAST - 1)
+    assert ran >= timedelta(seconds=480 / FAST - 1)
+    assert ran - booked >= timedelta(seconds=3)  # the booking ended well before the run
     eventually(lambda: not sim.nodes("h100-q"), what="the nodes deleted")
     assert sim.node_count("h100-q") == 0
 
