@@ -7,6 +7,8 @@
 # `hack/python-env.sh operator` does the same for a virtualenv with the operator's
 # runtime dependencies only, as its image has them: the benchmark and the chaos run
 # start the operator from it, so it runs without the workshop's libraries.
+#
+# Of each kind, the three venvs used last are kept (hack/prune-venvs.sh).
 set -euo pipefail
 
 kind=${1:-dev}
@@ -51,6 +53,11 @@ PY
   "$venv/bin/python" -m pip install --quiet -r "$venv/requirements.txt" >&2
   touch "$venv/.complete"
 fi
+
+touch "$venv/.used"
+suffix=""
+[ "$kind" = dev ] || suffix="-$kind"
+bash "$root/hack/prune-venvs.sh" "$(dirname "$venv")" "$suffix"
 
 "$venv/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e "$root" >&2
 echo "$venv"
