@@ -75,6 +75,9 @@ def test_restart_in_every_phase_converges(
     assert scenario.pool() is not None
     with OperatorThread(operator_config, kubeconfig=devcluster.kubeconfig):
         scenario.wait_phase("WaitingForCapacity")
+        # The pass writes its status before it makes what the status tells of: stopped
+        # only once the Job is there (a stop before it is what the next restart covers).
+        eventually(scenario.jobs, what="the Job")
     _one_pool_one_job(scenario)
     restart()
     with OperatorThread(operator_config, kubeconfig=devcluster.kubeconfig):
