@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -29,6 +27,7 @@ from tests.gke.harness import (
     run,
     serve,
 )
+from tests.sleeps import recorded_sleeps
 
 Operation = container_v1.Operation
 PoolStatus = container_v1.NodePool.Status
@@ -299,25 +298,6 @@ def test_operation_in_progress_is_retryable(make_emulator: MakeEmulator) -> None
         assert "is currently creating a node pool for cluster sandbox" in error.message
 
 
-def recorded_pauses(
-    monkeypatch: pytest.MonkeyPatch, then: Callable[[list[float]], None] | None = None
-) -> list[float]:
-    """The pauses the client asks for (each still taken), in order; `then` is called
-    with them after each is asked for."""
-    pauses: list[float] = []
-    real = asyncio.sleep
-
-    async def sleep(seconds: float) -> None:
-        pauses.append(seconds)
-        if then is not None:
-            then(pauses)
-        await real(seconds)
-
-    proxy = SimpleNamespace(**{**vars(asyncio), "sleep": sleep})
-    monkeypatch.setattr(client_module, "asyncio", proxy)
-    return pauses
-
-
 def test_wait_gives_up_at_its_deadline(
     make_emulator: MakeEmulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -327,7 +307,7 @@ def test_wait_gives_up_at_its_deadline(
     # nothing is slow, fewer when a loaded machine (three test workers on two cores)
     # makes a gRPC round trip take a good part of the second.
     poll = PollPolicy(initial_delay=0.01, max_delay=0.05, timeout=1.0)
-    pauses = recorded_pauses(monkeypatch)
+    pauses = recorded_sleeps(monkeypatch, client_module)
 
     async def scenario(client: NodePoolClient) -> None:
         created = await client.create(pool, UID)
@@ -361,7 +341,7 @@ def test_wait_backs_off_exponentially(
         if len(pauses) == 5:
             clock.now += 1
 
-    pauses = recorded_pauses(monkeypatch, end_after_five)
+    pauses = recorded_sleeps(monkeypatch, client_module, end_after_five)
 
     async def scenario(client: NodePoolClient) -> Operation:
         created = await client.create(pool, UID)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -25,6 +23,7 @@ from dws_workshop.emulator import (
 from dws_workshop.emulator import server as emulator_server
 from tests.builders import gpu, tpu
 from tests.gke.harness import UID, MakeEmulator, rendered, run
+from tests.sleeps import recorded_sleeps
 
 PoolStatus = container_v1.NodePool.Status
 #: These tests look at what the emulator injects, call by call: no client retries.
@@ -103,15 +102,7 @@ def test_added_latency(make_emulator: MakeEmulator, monkeypatch: pytest.MonkeyPa
     emulator = make_emulator(fast(faults={"GetCluster": MethodFaults(latency_seconds=0.3)}))
     # What the emulator sleeps, per call: a loaded machine slows every answer, so only
     # the pauses it adds tell which call was given latency.
-    slept: list[float] = []
-    real = asyncio.sleep
-
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        await real(seconds)
-
-    proxy = SimpleNamespace(**{**vars(asyncio), "sleep": sleep})
-    monkeypatch.setattr(emulator_server, "asyncio", proxy)
+    slept = recorded_sleeps(monkeypatch, emulator_server)
 
     async def scenario(client: NodePoolClient) -> float:
         started = time.monotonic()

@@ -13,6 +13,7 @@ import pytest
 from dws_operator.controller import events
 from dws_operator.controller.events import EventPoster
 from dws_operator.controller.kube import KubeApi
+from tests.sleeps import replace_sleep
 
 
 class _Recorder(KubeApi):
@@ -65,9 +66,7 @@ def test_a_burst_goes_out_at_once_and_the_rest_at_the_rate(
 ) -> None:
     clock = _Time()
     monkeypatch.setattr(events, "time", SimpleNamespace(monotonic=clock.monotonic))
-    monkeypatch.setattr(
-        events, "asyncio", SimpleNamespace(**{**vars(asyncio), "sleep": clock.sleep})
-    )
+    replace_sleep(monkeypatch, events, clock.sleep)
 
     async def main() -> list[float]:
         kube = _Recorder(clock.monotonic)

@@ -25,6 +25,10 @@ def prune(cache: Path, suffix: str, keep: int) -> None:
     )
 
 
+def left(cache: Path) -> list[str]:
+    return sorted(p.name for p in cache.iterdir())
+
+
 def test_the_venvs_used_last_are_kept_of_each_kind(tmp_path: Path) -> None:
     day = 86_400
     venv(tmp_path, "py311-aaaaaaaaaaaa", 1 * day)
@@ -37,7 +41,7 @@ def test_the_venvs_used_last_are_kept_of_each_kind(tmp_path: Path) -> None:
     venv(tmp_path, "lower-bounds", None)
 
     prune(tmp_path, "", 3)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
+    assert left(tmp_path) == [
         "lower-bounds",
         "py311-aaaaaaaaaaaa-operator",
         "py311-bbbbbbbbbbbb",
@@ -47,7 +51,7 @@ def test_the_venvs_used_last_are_kept_of_each_kind(tmp_path: Path) -> None:
     ]
 
     prune(tmp_path, "-operator", 1)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
+    assert left(tmp_path) == [
         "lower-bounds",
         "py311-bbbbbbbbbbbb",
         "py311-bbbbbbbbbbbb-operator",
@@ -60,7 +64,7 @@ def test_nothing_goes_while_there_are_no_more_than_kept(tmp_path: Path) -> None:
     venv(tmp_path, "py311-aaaaaaaaaaaa", None)
     venv(tmp_path, "py311-bbbbbbbbbbbb", None)
     prune(tmp_path, "", 3)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
+    assert left(tmp_path) == [
         "py311-aaaaaaaaaaaa",
         "py311-bbbbbbbbbbbb",
     ]
