@@ -106,12 +106,13 @@ def test_two_slices_run_as_one_jobset_through_kueue(
 
 
 def test_a_preempted_slice_restarts_the_jobset(stack: Stack) -> None:
-    # The pools are named up front so that only slice 1's pool is reclaimed: 15 s (wall)
-    # after the autoscaler starts, while the pods run their 30 s.
+    # The pools are named up front so that only slice 1's pool is reclaimed: 25 s (wall)
+    # after the autoscaler starts, while the pods run their 30 s (at 15 s, one loaded
+    # CI run never saw the restart: the slice was likely not up yet when reclaimed).
     base = f"ms-{uuid.uuid4().hex[:6]}"
     lost = f"{base}-s1"
     scenario = stack(
-        SimScenario(clock_factor=CLOCK, preemptions=[Preemption(at_seconds=900, pool=lost)])
+        SimScenario(clock_factor=CLOCK, preemptions=[Preemption(at_seconds=1500, pool=lost)])
     )
     scenario.create(
         TWO_SLICES, mode="Spot", maxRestarts=1, nodePool={"name": base}, template=sim("30s")
