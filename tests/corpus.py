@@ -367,7 +367,7 @@ MALFORMED_RESERVATIONS: list[tuple[str, str]] = [
     ("below-sub-block", "r1/reservationBlocks/b1/reservationSubBlocks/s1/x"),
     ("block-trailing-slash", "r1/reservationBlocks/b1/"),
     ("shared-block-project-too-short", "projects/p/reservations/r1/reservationBlocks/b1"),
-    ("shared-block-zone-path", "projects/my-proj/zones/us-central1-a/reservations/r1"),
+    ("shared-block-zone-path", "projects/my-proj/zones/us-east5-a/reservations/r1"),
     ("block-too-long", "r1/reservationBlocks/" + "b" * 64),
 ]
 

@@ -37,10 +37,11 @@ from dws_operator.catalog import (
 )
 from dws_operator.catalog.modes import RESERVATION_NAME_KEY
 from dws_operator.durations import parse_duration
-from dws_operator.errors import InvalidSpec
+from dws_operator.errors import InvalidSpec, SpecError
 from dws_operator.kube_types import TaintEffect
 from dws_operator.naming import slice_pool_names
 from dws_operator.validation import spec_errors
+from dws_operator.zones import ClusterSite, slice_zone
 
 
 class PlanModel(ApiModel):
@@ -190,15 +191,29 @@ class _Shape:
     gpu_driver_version: str | None = None
     slices: int = 1
     workload_policy: bool = False
+    #: Where a multi-host TPU slice's pool lives (`zones.slice_zone`); None otherwise.
+    zone: str | None = None
+
+    @property
+    def multi_host_tpu(self) -> bool:
+        return self.kind == "tpu" and self.nodes > 1 and self.topology is not None
 
 
-def _shape(spec: TrainingRequestSpec) -> _Shape:
+def _shape(spec: TrainingRequestSpec, site: ClusterSite | None) -> _Shape:
     tpu, gpu = spec.accelerator.tpu, spec.accelerator.gpu
     if tpu is not None:
         generation = TPU_GENERATIONS[tpu.version]
         machine_type = tpu.machine_type or default_machine_type(generation, tpu.topology)
         machine = generation.machine_type(machine_type)
         assert machine is not None  # spec_errors checked it
+        nodes = topology_chips(tpu.topology) // machine.chips
+        zone = None
+        if nodes > 1 and site is not None:
+            named = tuple(spec.provisioning.zones or ())
+            try:
+                zone = slice_zone(named, generation, spec.provisioning.mode, site)
+            except SpecError as error:
+                raise InvalidSpec([error]) from None
         return _Shape(
             kind="tpu",
             accelerator=f"tpu-{tpu.version}",
@@ -206,12 +221,13 @@ def _shape(spec: TrainingRequestSpec) -> _Shape:
             label=generation.accelerator_label,
             machine_type=machine.name,
             chips_per_node=machine.chips,
-            nodes=topology_chips(tpu.topology) // machine.chips,
+            nodes=nodes,
             resource_name=TPU_RESOURCE,
             taint=Toleration(TPU_TAINT_KEY, TPU_TAINT_VALUE),
             topology=tpu.topology,
             slices=tpu.slices,
             workload_policy=generation.workload_policy,
+            zone=zone,
         )
     assert gpu is not None  # AcceleratorSpec guarantees exactly one
     accelerator = GPU_ACCELERATORS[gpu.type]
@@ -248,7 +264,8 @@ def _node_pool(
         )
     elif mode.reservation_affinity is not None:
         affinity = ReservationAffinityPlan(consume_reservation_type=mode.reservation_affinity)
-    multi_host_tpu = shape.kind == "tpu" and shape.nodes > 1 and shape.topology is not None
+    multi_host_tpu = shape.multi_host_tpu
+    zones = (shape.zone,) if shape.zone is not None else tuple(provisioning.zones or ())
     return NodePoolSettings(
         mode=mode.mode,
         name=pool_name,
@@ -260,8 +277,9 @@ def _node_pool(
             max_node_count=shape.nodes,
             location_policy=mode.location_policy,
             # With no zones the pool takes the cluster's node locations: several, in a
-            # regional cluster. GKE's queued-provisioning how-to caps the total too.
-            total=len(provisioning.zones or ()) != 1,
+            # regional cluster. GKE's queued-provisioning how-to caps the total too. A
+            # TPU slice's pool has one zone and per-zone limits (zones.py).
+            total=len(zones) != 1 and not multi_host_tpu,
         ),
         reservation_affinity=affinity,
         auto_repair=mode.auto_repair,
@@ -277,21 +295,26 @@ def _node_pool(
             else None
         ),
         needs_provisioning_request=mode.needs_provisioning_request,
-        zones=tuple(provisioning.zones or ()),
+        zones=zones,
         accelerator_type=shape.gpu_type,
         accelerator_count=shape.chips_per_node if shape.gpu_type else None,
         gpu_driver_version=shape.gpu_driver_version,
     )
 
 
-def plan_slice(spec: TrainingRequestSpec, pool_name: str | None = None) -> SlicePlan:
+def plan_slice(
+    spec: TrainingRequestSpec, pool_name: str | None = None, site: ClusterSite | None = None
+) -> SlicePlan:
     """Resolve the slice for `spec`; `pool_name` (the base name of the request's pools)
     names every slice's pool and, for a single slice, adds the node pool selector (the
-    pods of a multi-slice request select their own slice's pool, see `workload`)."""
+    pods of a multi-slice request select their own slice's pool, see `workload`).
+    `site`: where the cluster is, from which a multi-host TPU slice's zone is chosen
+    when the request names none (`zones.slice_zone`). Without it (chip math alone) such
+    a pool has no zone; the operator always plans with its cluster's site."""
     errors = spec_errors(spec)
     if errors:
         raise InvalidSpec(errors)
-    shape = _shape(spec)
+    shape = _shape(spec, site)
     mode = MODE_SETTINGS[spec.provisioning.mode]
     selector = {shape.label_key: shape.label}
     if shape.topology is not None:

@@ -192,9 +192,22 @@ def _reservation_errors(spec: TrainingRequestSpec, path: str) -> list[SpecError]
     return []
 
 
+#: A TPU node pool lives in one zone: xpk creates each with `--node-locations=ZONE`, and
+#: GKE checks a multi-host slice against the per-zone limits of its pool (zones.py).
+TPU_ONE_ZONE = "a TPU node pool lives in one zone: name at most one"
+
+
+def tpu_zone_errors(spec: TrainingRequestSpec, path: str) -> list[SpecError]:
+    zones = spec.provisioning.zones or ()
+    if spec.accelerator.tpu is not None and len(zones) > 1:
+        return [SpecError(f"{path}.zones", f"{TPU_ONE_ZONE}, got {len(zones)}")]
+    return []
+
+
 def provisioning_errors(spec: TrainingRequestSpec) -> list[SpecError]:
     provisioning = spec.provisioning
-    found = _reservation_errors(spec, PROVISIONING_PATH)
+    found = tpu_zone_errors(spec, PROVISIONING_PATH)
+    found += _reservation_errors(spec, PROVISIONING_PATH)
     run = parse_duration(provisioning.max_run_duration)
     if not timedelta(0) < run <= timedelta(seconds=MAX_RUN_DURATION_SECONDS):
         found.append(
@@ -282,6 +295,7 @@ def ladder_errors(spec: TrainingRequestSpec) -> list[SpecError]:
         step = spec.at_step(index)
         found += mode_errors(step, path)
         found += _queued_slices_errors(step, path)
+        found += tpu_zone_errors(step, path)
         found += _reservation_errors(step, path)
     return found
 

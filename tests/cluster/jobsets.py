@@ -36,7 +36,7 @@ TPU_MACHINE = "ct6e-standard-4t"
 TPU_TOPOLOGY = "2x4"
 CHIPS_PER_HOST = 4
 HOSTS_PER_SLICE = 2
-ZONE = "us-central1-b"
+ZONE = "us-east5-b"
 IMAGE = "us-docker.pkg.dev/example/train:1"
 
 

@@ -214,7 +214,7 @@ MALFORMED: list[tuple[str, dict[str, Any], str]] = [
         "spec.provisioning.maxRunDuration",
     ),
     ("zone-malformed", _with("provisioning.zones", ["mars"]), "spec.provisioning.zones[0]"),
-    ("zones-not-a-list", _with("provisioning.zones", "us-central1-a"), "spec.provisioning.zones"),
+    ("zones-not-a-list", _with("provisioning.zones", "us-east5-a"), "spec.provisioning.zones"),
     (
         "reservation-malformed",
         _with("provisioning.reservation", "Not A Name"),

@@ -34,7 +34,7 @@ GKE_VALUES = (
     "--set",
     "gke.project=my-project",
     "--set",
-    "gke.location=us-central1",
+    "gke.location=us-east5",
     "--set",
     "gke.cluster=training",
 )
@@ -291,7 +291,7 @@ def test_the_chart_rbac_is_enough_and_no_more(
         "--set",
         "gke.project=dws-sandbox",
         "--set",
-        "gke.location=us-central1",
+        "gke.location=us-east5",
         "--set",
         "gke.cluster=sandbox",
         "--set",
@@ -308,7 +308,7 @@ def test_the_chart_rbac_is_enough_and_no_more(
         with EmulatorThread(EmulatorConfig(operation_latency_seconds=0.2)) as emulator:
             config = OperatorConfig(
                 project="dws-sandbox",
-                location="us-central1",
+                location="us-east5",
                 cluster="sandbox",
                 gke_endpoint=emulator.endpoint,
                 compute_endpoint=emulator.compute_endpoint,

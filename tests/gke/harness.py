@@ -116,7 +116,7 @@ def policies_url(
     name: str = "",
     *,
     project: str = "dws-sandbox",
-    region: str = "us-central1",
+    region: str = "us-east5",
 ) -> str:
     """The Compute emulator's URL of a region's resource policies, or of one of them."""
     base = f"{emulator.compute_endpoint}/compute/v1/projects/{project}/regions/{region}"
@@ -128,7 +128,7 @@ def make_policy(
     name: str,
     workload: dict[str, Any] | None = None,
     *,
-    region: str = "us-central1",
+    region: str = "us-east5",
     ready: bool = True,
 ) -> None:
     """Insert a resource policy straight into the Compute emulator (default: 2x2x2)."""

@@ -31,7 +31,7 @@ from tests.sleeps import recorded_sleeps
 
 Operation = container_v1.Operation
 PoolStatus = container_v1.NodePool.Status
-ZONE: dict[str, Any] = {"provisioning": {"zones": ["us-central1-a"]}}
+ZONE: dict[str, Any] = {"provisioning": {"zones": ["us-east5-a"]}}
 
 
 def pool_path(name: str) -> str:
@@ -46,7 +46,7 @@ MODES = [
     pytest.param(
         tpu("tpu7x", "2x2x1"),
         "Reservation",
-        {"provisioning": {"reservation": "res-7x", "zones": ["us-central1-c"]}},
+        {"provisioning": {"reservation": "res-7x", "zones": ["us-east5-c"]}},
         id="tpu-reservation",
     ),
     pytest.param(gpu("nvidia-h100-80gb", nodes=2), "FlexStart", {}, id="gpu-flex-start"),
@@ -357,7 +357,7 @@ def test_wait_backs_off_exponentially(
 
 
 def test_unknown_cluster_is_terminal(emulator: ClusterManagerEmulator) -> None:
-    missing = "projects/dws-sandbox/locations/us-central1/clusters/missing"
+    missing = "projects/dws-sandbox/locations/us-east5/clusters/missing"
     pool = rendered(tpu("v6e", "4x4"))
     errors: list[GkeError] = []
 

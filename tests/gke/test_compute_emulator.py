@@ -22,7 +22,7 @@ from google.cloud import compute_v1
 from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, MethodFaults
 from tests.gke.harness import FAST, MakeEmulator, ManualClock, policies_url
 
-PROJECT, REGION = "dws-sandbox", "us-central1"
+PROJECT, REGION = "dws-sandbox", "us-east5"
 Status = compute_v1.Operation.Status
 
 
@@ -203,7 +203,7 @@ def test_valid_inserts_are_accepted(emulator: ClusterManagerEmulator, body: dict
     ("project", "region", "field"),
     [
         ("Dws-Sandbox", REGION, "'project'"),
-        (PROJECT, "us-central1-a", "'region'"),
+        (PROJECT, "us-east5-a", "'region'"),
         (PROJECT, "mars", "'region'"),
     ],
 )

@@ -90,7 +90,7 @@ def test_serves_until_signalled(tmp_path: Path, signum: signal.Signals) -> None:
         assert asyncio.run(ask()) == "sandbox"
         apis = connect_compute(compute_endpoint)
         try:
-            listed = apis.policies.list(project="dws-sandbox", region="us-central1")
+            listed = apis.policies.list(project="dws-sandbox", region="us-east5")
             assert list(listed) == []
         finally:
             apis.close()
@@ -173,7 +173,7 @@ def test_taken_compute_port_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
         # The first emulator is untouched: its Compute API still answers.
         apis = connect_compute(running.compute_endpoint)
         try:
-            assert list(apis.policies.list(project="dws-sandbox", region="us-central1")) == []
+            assert list(apis.policies.list(project="dws-sandbox", region="us-east5")) == []
         finally:
             apis.close()
     assert status == 2

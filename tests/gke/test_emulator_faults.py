@@ -28,7 +28,7 @@ from tests.sleeps import recorded_sleeps
 PoolStatus = container_v1.NodePool.Status
 #: These tests look at what the emulator injects, call by call: no client retries.
 ONE_ATTEMPT = RetryPolicy(attempts=1)
-ZONE: dict[str, Any] = {"provisioning": {"zones": ["us-central1-a"]}}
+ZONE: dict[str, Any] = {"provisioning": {"zones": ["us-east5-a"]}}
 
 
 def fast(**fields: Any) -> EmulatorConfig:
@@ -233,7 +233,7 @@ def test_per_zone_limits_hold_quota_in_every_zone_of_a_regional_pool(
     error = run(emulator, scenario)
     stored = emulator.node_pool(path(total.name))
     assert stored is not None
-    assert list(stored.locations) == ["us-central1-a", "us-central1-b", "us-central1-c"]
+    assert list(stored.locations) == ["us-east5-a", "us-east5-b", "us-east5-c"]
     assert stored.autoscaling.total_max_node_count == 0
     assert error.reason == "QuotaExceeded"
     assert "requires '48' and is short '32'" in error.message
@@ -320,7 +320,7 @@ def test_load_config(tmp_path: Path) -> None:
 seed: 7
 operation_latency_seconds: 0.2
 clusters:
-  - name: projects/dws-sandbox/locations/us-central1/clusters/sandbox
+  - name: projects/dws-sandbox/locations/us-east5/clusters/sandbox
   - name: projects/ml-team-prod/locations/europe-west4-a/clusters/zonal
     version: 1.33.0-gke.1712000
 quotas:
@@ -337,7 +337,7 @@ faults:
     assert config.operation_latency_seconds == 0.2
     assert [c.name for c in config.clusters][1].endswith("/clusters/zonal")
     assert config.clusters[1].node_zones == ["europe-west4-a"]
-    assert config.clusters[0].node_zones == ["us-central1-a", "us-central1-b", "us-central1-c"]
+    assert config.clusters[0].node_zones == ["us-east5-a", "us-east5-b", "us-east5-c"]
     assert config.quotas == {"nvidia-h100-80gb": 16}
     faults = config.faults["CreateNodePool"]
     assert (faults.error_rate, faults.status, faults.latency_seconds) == (

@@ -28,7 +28,7 @@ from tests.gke.harness import rendered
 
 Operation = container_v1.Operation
 PoolStatus = container_v1.NodePool.Status
-OPERATIONS = "projects/dws-sandbox/locations/us-central1/operations"
+OPERATIONS = "projects/dws-sandbox/locations/us-east5/operations"
 
 
 class ManualClock:
@@ -68,7 +68,7 @@ async def status_of(api: Api, operation: Operation) -> int:
 
 
 def test_create_then_delete_step_by_step() -> None:
-    pool = rendered(tpu("v6e", "4x4"), provisioning={"zones": ["us-central1-a"]})
+    pool = rendered(tpu("v6e", "4x4"), provisioning={"zones": ["us-east5-a"]})
     path = f"{DEFAULT_CLUSTER}/nodePools/{pool.name}"
 
     async def scenario(emulator: ClusterManagerEmulator, api: Api, clock: ManualClock) -> None:
@@ -99,7 +99,7 @@ def test_create_then_delete_step_by_step() -> None:
         with pytest.raises(core_exceptions.NotFound):
             await api.get_node_pool(name=path, retry=None)
 
-        listed = await api.list_operations(parent="projects/dws-sandbox/locations/us-central1")
+        listed = await api.list_operations(parent="projects/dws-sandbox/locations/us-east5")
         assert [(o.operation_type, o.status) for o in listed.operations] == [
             (Operation.Type.CREATE_NODE_POOL, Operation.Status.DONE),
             (Operation.Type.DELETE_NODE_POOL, Operation.Status.DONE),
@@ -111,7 +111,7 @@ def test_create_then_delete_step_by_step() -> None:
 
 def test_resize_and_update_apply_when_done() -> None:
     pool = rendered(
-        gpu("nvidia-h100-80gb", nodes=4), "Spot", provisioning={"zones": ["us-central1-a"]}
+        gpu("nvidia-h100-80gb", nodes=4), "Spot", provisioning={"zones": ["us-east5-a"]}
     )
     path = f"{DEFAULT_CLUSTER}/nodePools/{pool.name}"
 
@@ -165,20 +165,20 @@ def test_deprecated_request_fields_still_work() -> None:
         created = await api.create_node_pool(
             request={
                 "project_id": "dws-sandbox",
-                "zone": "us-central1",
+                "zone": "us-east5",
                 "cluster_id": "sandbox",
                 "node_pool": pool,
             }
         )
         got = await api.get_node_pool(
             project_id="dws-sandbox",
-            zone="us-central1",
+            zone="us-east5",
             cluster_id="sandbox",
             node_pool_id=pool.name,
         )
         assert got.name == pool.name
         operation = await api.get_operation(
-            project_id="dws-sandbox", zone="us-central1", operation_id=created.name
+            project_id="dws-sandbox", zone="us-east5", operation_id=created.name
         )
         assert operation.name == created.name
 
@@ -196,8 +196,8 @@ def test_lifecycle_of_the_server() -> None:
             async with connect(emulator.endpoint) as api:
                 cluster = await api.get_cluster(name=DEFAULT_CLUSTER)
             assert cluster.name == "sandbox"
-            assert cluster.location == "us-central1"
-            assert list(cluster.locations) == ["us-central1-a", "us-central1-b", "us-central1-c"]
+            assert cluster.location == "us-east5"
+            assert list(cluster.locations) == ["us-east5-a", "us-east5-b", "us-east5-c"]
             endpoint = emulator.endpoint
         # Stopped: nothing answers on that port any more.
         async with connect(endpoint) as api:

@@ -282,7 +282,7 @@ RULES = [
         id="reservation-name",
     ),
     pytest.param(
-        change(spot_gpu, set_("locations", ["us-central1-a", "europe-west4-a"])),
+        change(spot_gpu, set_("locations", ["us-east5-a", "europe-west4-a"])),
         "node_pool.locations[1]",
         "'europe-west4-a' is not a zone of cluster",
         id="zone-in-region",

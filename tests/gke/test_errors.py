@@ -109,19 +109,19 @@ TABLE = [
     ),
     (
         C.NOT_FOUND,
-        "Not found: projects/p/locations/us-central1/clusters/missing.",
+        "Not found: projects/p/locations/us-east5/clusters/missing.",
         False,
         "ClusterNotFound",
     ),
     (
         C.NOT_FOUND,
-        "Not found: projects/p/locations/us-central1/clusters/c/nodePools/np.",
+        "Not found: projects/p/locations/us-east5/clusters/c/nodePools/np.",
         False,
         "NodePoolNotFound",
     ),
     (
         C.NOT_FOUND,
-        "Not found: projects/p/locations/us-central1/operations/operation-1.",
+        "Not found: projects/p/locations/us-east5/operations/operation-1.",
         False,
         "OperationNotFound",
     ),
@@ -148,7 +148,7 @@ TABLE = [
     ),
     (
         C.RESOURCE_EXHAUSTED,
-        "GCE_STOCKOUT: The zone 'projects/p/zones/us-central1-a' does not have enough "
+        "GCE_STOCKOUT: The zone 'projects/p/zones/us-east5-a' does not have enough "
         "resources available to fulfill the request.",
         False,
         "Stockout",

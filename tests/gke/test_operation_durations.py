@@ -23,7 +23,7 @@ from tests.builders import gpu
 from tests.gke.harness import Api, ManualClock, rendered, serve
 
 Operation = container_v1.Operation
-OPERATIONS = "projects/dws-sandbox/locations/us-central1/operations"
+OPERATIONS = "projects/dws-sandbox/locations/us-east5/operations"
 POOL = f"{DEFAULT_CLUSTER}/nodePools/dws-pool"
 
 

@@ -22,8 +22,8 @@ from tests.gke.harness import UID, MakeEmulator, ManualClock, rendered, run, ser
 
 Api = container_v1.ClusterManagerAsyncClient
 Operation = container_v1.Operation
-OPERATIONS = "projects/dws-sandbox/locations/us-central1/operations"
-OTHER = "projects/dws-sandbox/locations/us-central1/clusters/other"
+OPERATIONS = "projects/dws-sandbox/locations/us-east5/operations"
+OTHER = "projects/dws-sandbox/locations/us-east5/clusters/other"
 LATENCY = 10.0
 
 

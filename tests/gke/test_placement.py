@@ -35,7 +35,7 @@ from tests.gke.harness import (
 NodePool = container_v1.NodePool
 Placement = NodePool.PlacementPolicy
 COMPACT = Placement.Type.COMPACT
-PROJECT, REGION = "dws-sandbox", "us-central1"
+PROJECT, REGION = "dws-sandbox", "us-east5"
 CLUSTER = f"projects/{PROJECT}/locations/{REGION}/clusters/sandbox"
 GKE_MESSAGE = (
     "Creation of a managed instance group with tpu7x-standard-4t machine type with "
@@ -141,7 +141,7 @@ def test_cluster_toolkits_form_is_accepted(emulator: ClusterManagerEmulator) -> 
 
 
 def test_a_zonal_clusters_policies_live_in_its_region(make_emulator: MakeEmulator) -> None:
-    zonal = f"projects/{PROJECT}/locations/us-central1-b/clusters/zonal"
+    zonal = f"projects/{PROJECT}/locations/us-east5-b/clusters/zonal"
     emulator = make_emulator(FAST.model_copy(update={"clusters": [ClusterConfig(name=zonal)]}))
     make_policy(emulator, "wp")
     pool = tpu7x(policy_name="wp")
@@ -298,7 +298,7 @@ def test_a_policy_in_use_cannot_be_deleted(make_emulator: MakeEmulator) -> None:
     assert detail["reason"] == "resourceInUseByAnotherResource"
     assert detail["message"] == (
         f"The resource_policy resource '{POLICY_PATH}/wp' is already being used by "
-        f"'projects/{PROJECT}/zones/us-central1-a/instanceGroupManagers/gke-sandbox-dws-pool-grp'"
+        f"'projects/{PROJECT}/zones/us-east5-a/instanceGroupManagers/gke-sandbox-dws-pool-grp'"
     )
     policy_left = emulator.compute.policy(PROJECT, REGION, "wp")
     assert policy_left is not None

@@ -25,7 +25,7 @@ from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, Method
 from tests.gke.harness import FAST, MakeEmulator, ManualClock, policies_url, policy_ready
 
 T = TypeVar("T")
-PROJECT, REGION = "dws-sandbox", "us-central1"
+PROJECT, REGION = "dws-sandbox", "us-east5"
 NAME = "dws-high-throughput-2x2x2"
 FAST_WAIT = PollPolicy(initial_delay=0.005, max_delay=0.05, multiplier=2.0, timeout=5.0)
 RETRY = RetryPolicy(attempts=4, initial_delay=0.02, multiplier=2.0, max_delay=0.05, jitter=0.0)
@@ -328,6 +328,6 @@ def test_names_and_regions() -> None:
     assert len(workload_policy_name("128x128x128")) <= 63
     with pytest.raises(ValueError, match="not a TPU topology"):
         workload_policy_name("2x2x2; drop")
-    assert region_of("us-central1-a") == "us-central1"
-    assert region_of("us-central1") == "us-central1"
+    assert region_of("us-east5-a") == "us-east5"
+    assert region_of("us-east5") == "us-east5"
     assert region_of("northamerica-northeast1-b") == "northamerica-northeast1"

@@ -21,8 +21,8 @@ from dws_workshop.emulator.ratelimit import project_number, request_project
 from tests.builders import gpu
 from tests.gke.harness import Api, ManualClock, rendered, serve
 
-OPERATIONS = "projects/dws-sandbox/locations/us-central1/operations"
-OTHER_PROJECT = "projects/dws-other/locations/us-central1/clusters/other"
+OPERATIONS = "projects/dws-sandbox/locations/us-east5/operations"
+OTHER_PROJECT = "projects/dws-other/locations/us-east5/clusters/other"
 
 
 def over_quota(project: str) -> str:
@@ -46,7 +46,7 @@ def test_the_call_beyond_the_limit_is_refused_until_its_minute_passes() -> None:
         await api.create_node_pool(parent=DEFAULT_CLUSTER, node_pool=pool)
         clock.now += 10
         with pytest.raises(core_exceptions.ResourceExhausted) as refused:
-            await api.list_operations(parent="projects/dws-sandbox/locations/us-central1")
+            await api.list_operations(parent="projects/dws-sandbox/locations/us-east5")
         assert refused.value.grpc_status_code == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert refused.value.message == over_quota("dws-sandbox")
         # 59.5 s after the first call: the minute still holds three.
@@ -135,7 +135,7 @@ def test_the_limit_is_read_from_the_config_and_must_be_positive() -> None:
 def test_the_project_counted_is_the_one_the_request_names() -> None:
     assert request_project(c.GetClusterRequest(name=DEFAULT_CLUSTER)) == "dws-sandbox"
     assert request_project(c.ListOperationsRequest(parent="projects/p1/locations/-")) == "p1"
-    legacy = c.GetClusterRequest(project_id="p2", zone="us-central1-a", cluster_id="c")
+    legacy = c.GetClusterRequest(project_id="p2", zone="us-east5-a", cluster_id="c")
     assert request_project(legacy) == "p2"
     assert request_project(c.GetClusterRequest()) is None
     assert len(str(project_number("dws-sandbox"))) == 12

@@ -111,24 +111,24 @@ CASES = [
     pytest.param(
         tpu("v5p", "2x2x1"),
         "OnDemand",
-        {"provisioning": {"zones": ["us-central1-a"]}},
+        {"provisioning": {"zones": ["us-east5-a"]}},
         NodePool(
             name="dws-pool",
             config=config("ct5p-hightpu-4t"),
             autoscaling=NodePoolAutoscaling(enabled=True, min_node_count=0, max_node_count=1),
-            locations=["us-central1-a"],
+            locations=["us-east5-a"],
         ),
         id="tpu-on-demand-single-host",
     ),
     pytest.param(
         tpu("v6e", "4x8"),
         "Reservation",
-        {"provisioning": {"reservation": "res-v6e", "zones": ["us-central1-b"]}},
+        {"provisioning": {"reservation": "res-v6e", "zones": ["us-east5-b"]}},
         NodePool(
             name="dws-pool",
             config=config("ct6e-standard-4t", reservation_affinity=specific("res-v6e")),
             autoscaling=NodePoolAutoscaling(enabled=True, min_node_count=0, max_node_count=8),
-            locations=["us-central1-b"],
+            locations=["us-east5-b"],
             placement_policy=NodePool.PlacementPolicy(type_=COMPACT, tpu_topology="4x8"),
         ),
         id="tpu-reservation-multi-host",
@@ -232,7 +232,7 @@ CASES = [
     pytest.param(
         gpu("nvidia-b200", nodes=2),
         "Reservation",
-        {"provisioning": {"reservation": "blocks-b200", "zones": ["us-central1-a"]}},
+        {"provisioning": {"reservation": "blocks-b200", "zones": ["us-east5-a"]}},
         NodePool(
             name="dws-pool",
             config=config(
@@ -241,7 +241,7 @@ CASES = [
                 reservation_affinity=specific("blocks-b200"),
             ),
             autoscaling=NodePoolAutoscaling(enabled=True, min_node_count=0, max_node_count=2),
-            locations=["us-central1-a"],
+            locations=["us-east5-a"],
         ),
         id="gpu-reservation",
     ),
@@ -326,12 +326,12 @@ def test_round_trips_the_wire_format() -> None:
 
 
 def test_several_zones_cap_the_total_not_each_zone() -> None:
-    zones = {"provisioning": {"zones": ["us-central1-a", "us-central1-b"]}}
+    zones = {"provisioning": {"zones": ["us-east5-a", "us-east5-b"]}}
     pool = rendered(gpu("nvidia-h100-80gb", nodes=2), "FlexStart", **zones)
     scaling = pool.autoscaling
     assert (scaling.total_min_node_count, scaling.total_max_node_count) == (0, 2)
     assert (scaling.min_node_count, scaling.max_node_count) == (0, 0)
-    assert list(pool.locations) == ["us-central1-a", "us-central1-b"]
+    assert list(pool.locations) == ["us-east5-a", "us-east5-b"]
 
 
 def test_without_zones_the_pool_takes_the_clusters_and_caps_the_total() -> None:
@@ -344,7 +344,7 @@ def test_without_zones_the_pool_takes_the_clusters_and_caps_the_total() -> None:
 
 
 def test_one_zone_uses_per_zone_limits() -> None:
-    pool = rendered(gpu("nvidia-l4", nodes=3), "Spot", provisioning={"zones": ["us-central1-a"]})
+    pool = rendered(gpu("nvidia-l4", nodes=3), "Spot", provisioning={"zones": ["us-east5-a"]})
     assert (pool.autoscaling.min_node_count, pool.autoscaling.max_node_count) == (0, 3)
     assert pool.autoscaling.total_max_node_count == 0
 

@@ -174,7 +174,7 @@ def test_node_index_is_the_trailing_number() -> None:
     assert node_index("gke-c-dws-pool") == 0
 
 
-ZONES = ["us-central1-a", "us-central1-b", "us-central1-c"]
+ZONES = ["us-east5-a", "us-east5-b", "us-east5-c"]
 
 
 def regional(pool: container_v1.NodePool, nodes_in: list[str]) -> ScalingPool:
@@ -198,31 +198,31 @@ def first(zones: list[str]) -> str | None:
 
 
 def test_a_per_zone_maximum_spreads_nodes_over_the_zones() -> None:
-    pool = regional(per_zone(rendered(gpu("nvidia-l4"), "Spot"), 1), ["us-central1-a"])
-    assert zones_with_room(pool, 1) == ["us-central1-b", "us-central1-c"]
-    assert place_nodes(pool, 5, first) == ["us-central1-b", "us-central1-c"]
+    pool = regional(per_zone(rendered(gpu("nvidia-l4"), "Spot"), 1), ["us-east5-a"])
+    assert zones_with_room(pool, 1) == ["us-east5-b", "us-east5-c"]
+    assert place_nodes(pool, 5, first) == ["us-east5-b", "us-east5-c"]
 
 
 def test_a_total_maximum_puts_nodes_where_capacity_is() -> None:
-    pool = regional(rendered(gpu("nvidia-l4", nodes=3), "Spot"), ["us-central1-a"])
+    pool = regional(rendered(gpu("nvidia-l4", nodes=3), "Spot"), ["us-east5-a"])
     assert pool.pool.autoscaling.total_max_node_count == 3
     assert zones_with_room(pool, 2) == ZONES
-    assert place_nodes(pool, 2, first) == ["us-central1-a", "us-central1-a"]
+    assert place_nodes(pool, 2, first) == ["us-east5-a", "us-east5-a"]
 
 
 def test_a_multi_host_slice_is_placed_whole_in_a_zone_with_room() -> None:
     pool = regional(per_zone(rendered(tpu("v6e", "4x4"), "Spot"), 4), [])
-    assert place_nodes(pool, 4, first) == ["us-central1-a"] * 4
+    assert place_nodes(pool, 4, first) == ["us-east5-a"] * 4
     # 3 nodes in zone a: the slice of 4 fits only in b or c.
-    crowded = regional(per_zone(rendered(tpu("v6e", "4x4"), "Spot"), 4), ["us-central1-a"] * 3)
-    assert zones_with_room(crowded, 4) == ["us-central1-b", "us-central1-c"]
-    assert place_nodes(crowded, 4, first) == ["us-central1-b"] * 4
+    crowded = regional(per_zone(rendered(tpu("v6e", "4x4"), "Spot"), 4), ["us-east5-a"] * 3)
+    assert zones_with_room(crowded, 4) == ["us-east5-b", "us-east5-c"]
+    assert place_nodes(crowded, 4, first) == ["us-east5-b"] * 4
 
 
 def test_placement_stops_where_capacity_ends() -> None:
     pool = regional(per_zone(rendered(gpu("nvidia-l4"), "Spot"), 2), [])
 
     def only_c(zones: list[str]) -> str | None:
-        return "us-central1-c" if "us-central1-c" in zones else None
+        return "us-east5-c" if "us-east5-c" in zones else None
 
-    assert place_nodes(pool, 6, only_c) == ["us-central1-c", "us-central1-c"]
+    assert place_nodes(pool, 6, only_c) == ["us-east5-c", "us-east5-c"]

@@ -14,7 +14,7 @@ def pool(autoscaling: Autoscaling, zones: int = 1, initial: int = 0) -> containe
     return container_v1.NodePool(
         name="p",
         autoscaling=autoscaling,
-        locations=[f"us-central1-{z}" for z in "abcdef"[:zones]],
+        locations=[f"us-east5-{z}" for z in "abcdef"[:zones]],
         initial_node_count=initial,
     )
 

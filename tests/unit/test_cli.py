@@ -95,8 +95,8 @@ def test_plan_targets_a_reservation_block(capsys: pytest.CaptureFixture[str]) ->
     ("zones", "total", "words"),
     [
         ([], True, "autoscaling 0..2 nodes in all"),
-        (["us-central1-a"], False, "autoscaling 0..2 nodes per zone"),
-        (["us-central1-a", "us-central1-b"], True, "autoscaling 0..2 nodes in all"),
+        (["us-east5-a"], False, "autoscaling 0..2 nodes per zone"),
+        (["us-east5-a", "us-east5-b"], True, "autoscaling 0..2 nodes in all"),
     ],
 )
 def test_plan_says_whether_limits_are_per_zone_or_total(

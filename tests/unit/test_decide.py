@@ -68,8 +68,8 @@ POOL = default_node_pool_name(NAME, UID)
 REF = RequestRef(NAME, NAMESPACE, UID)
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
-CONFIG = ReconcileConfig(location="us-central1")
-KUEUE = ReconcileConfig(kueue=True, location="us-central1")
+CONFIG = ReconcileConfig(location="us-east5")
+KUEUE = ReconcileConfig(kueue=True, location="us-east5")
 
 MULTI = spec_body(tpu("v6e", "4x4"))  # 4 x ct6e-standard-4t
 SINGLE = spec_body(tpu("v6e", "2x2"))  # 1 x ct6e-standard-4t
@@ -215,7 +215,7 @@ def status_at(
         phase=phase,
         plan=plan_of(body, pool_name).summary(),
         node_pool=NodePoolStatus(
-            name=pool_name, managed=not spec.node_pool.existing, location="us-central1"
+            name=pool_name, managed=not spec.node_pool.existing, location="us-east5"
         ),
         job=ObjectReference(name=job) if job else None,
         requested_at=requested,
@@ -287,7 +287,7 @@ def test_fresh_request_creates_the_node_pool(body: dict[str, Any]) -> None:
     assert d.status.message == f"Creating node pool {POOL}"
     assert d.status.requested_at == T0
     assert d.status.plan == plan.summary()
-    assert d.status.node_pool == NodePoolStatus(name=POOL, managed=True, location="us-central1")
+    assert d.status.node_pool == NodePoolStatus(name=POOL, managed=True, location="us-east5")
     assert d.status.job is None
     assert cond_tuple(d, cond.VALID) == ("True", "Planned")
     assert condition(d, cond.VALID).message == f"{plan.nodes} x {plan.machine_type}"
@@ -865,7 +865,7 @@ def test_existing_pool_that_cannot_run_the_slice(
     assert d.status.phase == Phase.FAILED
     assert d.status.message == f"{reason}: {message}"
     assert cond_tuple(d, cond.COMPLETED) == ("False", reason)
-    assert d.status.node_pool == NodePoolStatus(name=SHARED, managed=False, location="us-central1")
+    assert d.status.node_pool == NodePoolStatus(name=SHARED, managed=False, location="us-east5")
     assert d.events == [Event("Warning", "Failed", f"{reason}: {message}")]
 
 
@@ -913,7 +913,7 @@ def test_existing_pool_that_fits_runs_the_job_on_it(
     assert create.manifest["spec"]["template"]["spec"]["nodeSelector"][NODE_POOL_LABEL] == SHARED
     assert d.status.phase == Phase.WAITING_FOR_CAPACITY
     assert cond_tuple(d, cond.NODE_POOL_READY) == ("True", "Existing")
-    assert d.status.node_pool == NodePoolStatus(name=SHARED, managed=False, location="us-central1")
+    assert d.status.node_pool == NodePoolStatus(name=SHARED, managed=False, location="us-east5")
     assert d.status.plan is not None
     assert d.status.plan.node_selector[NODE_POOL_LABEL] == SHARED
 
@@ -1438,17 +1438,17 @@ def test_failed_helper(phase: Phase, event: bool) -> None:
     status = status_at(phase, started=T0 if phase == Phase.RUNNING else None)
     obs = observed(MULTI, status, pool=pool_for(MULTI), now=T0 + timedelta(minutes=3))
     before = obs.request.status.model_dump()
-    d = failed(obs, "QuotaExceeded", "TPU quota exhausted in us-central1")
+    d = failed(obs, "QuotaExceeded", "TPU quota exhausted in us-east5")
     assert obs.request.status.model_dump() == before
     assert d.actions == []
     assert d.released is False
     assert d.status.phase == Phase.FAILED
-    assert d.status.message == "QuotaExceeded: TPU quota exhausted in us-central1"
+    assert d.status.message == "QuotaExceeded: TPU quota exhausted in us-east5"
     completed = condition(d, cond.COMPLETED)
     assert (completed.status, completed.reason, completed.message) == (
         "False",
         "QuotaExceeded",
-        "TPU quota exhausted in us-central1",
+        "TPU quota exhausted in us-east5",
     )
     assert d.status.finished_at == T0 + timedelta(minutes=3)
     assert d.requeue_after == 1.0
@@ -1591,7 +1591,7 @@ def test_deletion_removes_every_attempt() -> None:
 # -- Kueue queue routing -----------------------------------------------------------------------
 
 ROUTED = ReconcileConfig(
-    kueue=True, default_queue="dws-queue", queued_queue="dws-queued", location="us-central1"
+    kueue=True, default_queue="dws-queue", queued_queue="dws-queued", location="us-east5"
 )
 
 
@@ -1821,7 +1821,7 @@ def test_a_timed_out_request_records_no_deletion_while_its_create_is_queued() ->
     assert cond.condition(d.status.conditions, cond.SCALED_DOWN) is None
 
 
-QUEUEING = ReconcileConfig(kueue=True, default_queue="dws-queue", location="us-central1")
+QUEUEING = ReconcileConfig(kueue=True, default_queue="dws-queue", location="us-east5")
 
 
 def test_a_missing_local_queue_is_said_and_no_workload_made() -> None:

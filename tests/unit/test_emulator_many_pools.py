@@ -14,7 +14,7 @@ from dws_workshop.simulator.scenario import (
     SimScenario,
 )
 
-ZONES = ["us-central1-a", "us-central1-b"]
+ZONES = ["us-east5-a", "us-east5-b"]
 
 
 def test_gke_threshold_and_our_default_delay() -> None:
@@ -27,9 +27,9 @@ def test_gke_threshold_and_our_default_delay() -> None:
 
 def test_capacity_at_once_comes_after_the_delay_above_the_threshold() -> None:
     scenario = SimScenario()
-    assert scenario.capacity_zone(ZONES, "nvidia-l4", 0, pools=200) == "us-central1-a"
+    assert scenario.capacity_zone(ZONES, "nvidia-l4", 0, pools=200) == "us-east5-a"
     assert scenario.capacity_zone(ZONES, "nvidia-l4", 29.9, pools=201) is None
-    assert scenario.capacity_zone(ZONES, "nvidia-l4", 30, pools=201) == "us-central1-a"
+    assert scenario.capacity_zone(ZONES, "nvidia-l4", 30, pools=201) == "us-east5-a"
 
 
 def test_the_delay_adds_to_a_capacity_rules_wait() -> None:
@@ -38,9 +38,9 @@ def test_the_delay_adds_to_a_capacity_rules_wait() -> None:
         many_pools_threshold=10,
         many_pools_scale_up_delay_seconds=60,
     )
-    assert scenario.capacity_zone(ZONES, "nvidia-l4", 300, pools=10) == "us-central1-a"
+    assert scenario.capacity_zone(ZONES, "nvidia-l4", 300, pools=10) == "us-east5-a"
     assert scenario.capacity_zone(ZONES, "nvidia-l4", 359, pools=11) is None
-    assert scenario.capacity_zone(ZONES, "nvidia-l4", 360, pools=11) == "us-central1-a"
+    assert scenario.capacity_zone(ZONES, "nvidia-l4", 360, pools=11) == "us-east5-a"
     # A stockout stays a stockout, however long the wait.
     stockout = SimScenario(capacity=[CapacityRule(stockout=True)], many_pools_threshold=0)
     assert stockout.capacity_zone(ZONES, "nvidia-l4", 1e9, pools=1) is None

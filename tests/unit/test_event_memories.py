@@ -59,6 +59,6 @@ def test_the_operator_hands_kopf_these_memories(monkeypatch: pytest.MonkeyPatch)
         passed.update(kwargs)
 
     monkeypatch.setattr(kopf, "operator", operator)
-    config = OperatorConfig(project="p", location="us-central1", cluster="c")
+    config = OperatorConfig(project="p", location="us-east5", cluster="c")
     asyncio.run(_reconcile(config, None, None, None, None, OperatorMetrics()))
     assert type(passed["memories"]) is EventMemories

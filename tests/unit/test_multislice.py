@@ -40,7 +40,7 @@ REF = RequestRef(NAME, NAMESPACE, UID)
 BODY = spec_body(tpu("v5p", "2x2x2", slices=2))  # 2 slices of 2 x ct5p-hightpu-4t
 BASE = default_node_pool_name(NAME, UID, slices=2)
 POOLS = (f"{BASE}-s0", f"{BASE}-s1")
-CONFIG = ReconcileConfig(location="us-central1", jobset=True)
+CONFIG = ReconcileConfig(location="us-east5", jobset=True)
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
 
@@ -353,7 +353,7 @@ def test_capacity_timeout_deletes_every_slice_pool() -> None:
 
 
 def test_without_the_jobset_api_a_multi_slice_request_fails_at_once() -> None:
-    decision = decide(observed(), ReconcileConfig(location="us-central1"))
+    decision = decide(observed(), ReconcileConfig(location="us-east5"))
     assert decision.status.phase == Phase.FAILED
     assert (decision.status.message or "").startswith("JobSetRequired: 2 slices run as one JobSet")
     assert decision.actions == []

@@ -10,7 +10,7 @@ import pytest
 
 from dws_operator.controller import ConfigError, KueueMode, OperatorConfig
 
-BASE = {"DWS_GKE_PROJECT": "my-project", "DWS_GKE_LOCATION": "us-central1", "DWS_GKE_CLUSTER": "c1"}
+BASE = {"DWS_GKE_PROJECT": "my-project", "DWS_GKE_LOCATION": "us-east5", "DWS_GKE_CLUSTER": "c1"}
 
 
 def test_from_environment() -> None:
@@ -29,7 +29,7 @@ def test_from_environment() -> None:
     assert config.compute_endpoint == "http://127.0.0.1:8471"
     assert config.queued_queue == "dws-queued"
     assert config.running_poll_seconds == 60.0
-    assert config.cluster_path == "projects/my-project/locations/us-central1/clusters/c1"
+    assert config.cluster_path == "projects/my-project/locations/us-east5/clusters/c1"
     assert config.gke_endpoint == "127.0.0.1:8470"
     assert config.kueue == KueueMode.REQUIRED
     assert config.default_queue == "dws-queue"
@@ -52,7 +52,7 @@ def test_flags_win_over_environment() -> None:
     assert (config.cluster, config.kueue, config.location) == (
         "c2",
         KueueMode.DISABLED,
-        "us-central1",
+        "us-east5",
     )
 
 

@@ -8,7 +8,7 @@ from dws_operator.controller.observe import pool_view
 from tests.builders import gpu
 from tests.gke.harness import UID, rendered
 
-ZONES = ["us-central1-a", "us-central1-b", "us-central1-c"]
+ZONES = ["us-east5-a", "us-east5-b", "us-east5-c"]
 
 
 def served(pool: container_v1.NodePool) -> container_v1.NodePool:
@@ -28,7 +28,7 @@ def test_a_per_zone_limit_holds_in_each_of_the_pools_zones() -> None:
     pool = served(rendered(gpu("nvidia-h100-80gb", nodes=2), "Spot"))
     pool.autoscaling = container_v1.NodePoolAutoscaling(enabled=True, max_node_count=2)
     assert pool_view(pool, UID).max_nodes == 6
-    pool.locations = ["us-central1-b"]
+    pool.locations = ["us-east5-b"]
     assert pool_view(pool, UID).max_nodes == 2
 
 

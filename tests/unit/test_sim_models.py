@@ -142,14 +142,14 @@ def test_tpu_nodes_need_no_gpu_driver() -> None:
 def test_capacity_rules_first_match_wins() -> None:
     scenario = SimScenario(
         capacity=[
-            CapacityRule(zone="us-central1-a", accelerator="nvidia-l4", stockout=True),
+            CapacityRule(zone="us-east5-a", accelerator="nvidia-l4", stockout=True),
             CapacityRule(accelerator="nvidia-l4", after_seconds=300),
         ]
     )
-    zones = ["us-central1-a", "us-central1-b"]
+    zones = ["us-east5-a", "us-east5-b"]
     assert scenario.capacity_zone(zones, "nvidia-l4", 299) is None
-    assert scenario.capacity_zone(zones, "nvidia-l4", 300) == "us-central1-b"
-    assert scenario.capacity_zone(zones, "tpu-v6e-slice", 0) == "us-central1-a"
+    assert scenario.capacity_zone(zones, "nvidia-l4", 300) == "us-east5-b"
+    assert scenario.capacity_zone(zones, "tpu-v6e-slice", 0) == "us-east5-a"
 
 
 def test_capacity_rules_by_mode_and_time_window() -> None:

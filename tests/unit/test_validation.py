@@ -149,7 +149,7 @@ FLEX = {"mode": "FlexStart"}
                 "template": TEMPLATE,
             },
             "spec.provisioning.zones[0]",
-            "a zone such as us-central1-a",
+            "a zone such as us-east5-a",
         ),
         (
             {"accelerator": tpu("v6e", "4x4"), "provisioning": FLEX},

@@ -37,7 +37,7 @@ TPU_FLEX_MIN = "1.33.0-gke.1712000"
 TPU7X_MIN = "1.34.0-gke.2201000"
 MULTISLICE_MIN = "1.27.4-gke.900"
 OLD = "1.31.5-gke.1000"
-QUEUED = ReconcileConfig(kueue=True, queued_queue="dws-queued", location="us-central1")
+QUEUED = ReconcileConfig(kueue=True, queued_queue="dws-queued", location="us-east5")
 #: A cluster serving JobSets, which several slices need besides a new enough GKE.
 SLICES = dataclasses.replace(CONFIG, jobset=True)
 

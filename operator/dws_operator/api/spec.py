@@ -53,7 +53,7 @@ FORMAT_HINTS = {
     ),
     "name": "lowercase letters, digits and hyphens, starting with a letter",
     "queueName": "a DNS label: lowercase letters, digits and hyphens",
-    "zones": "a zone such as us-central1-a",
+    "zones": "a zone such as us-east5-a",
     "mode": "FlexStart, QueuedProvisioning, Spot, OnDemand or Reservation",
 }
 
@@ -218,7 +218,7 @@ class ProvisioningSpec(ApiModel):
     zones: list[Zone] | None = Field(
         None,
         max_length=16,
-        description="Zones the node pool may use (e.g. us-central1-a). Default: the cluster's.",
+        description="Zones the node pool may use (e.g. us-east5-a). Default: the cluster's.",
     )
     fallback: list[FallbackStep] | None = Field(
         None,

@@ -15,7 +15,10 @@ from dws_operator.kube_types import TaintEffect
 FLEX_START_LABEL_KEY = "cloud.google.com/gke-flex-start"
 SPOT_LABEL_KEY = "cloud.google.com/gke-spot"
 NODE_POOL_LABEL_KEY = "cloud.google.com/gke-nodepool"
-#: Queued-provisioning nodes carry this label ("true") and a NoSchedule taint of it.
+#: GKE puts a NoSchedule taint of this key ("true") on queued-provisioning nodes, not a
+#: label: Cluster Toolkit's gke-node-pool module adds the label to the pool's node labels
+#: itself for pods that select it. Pods here select the pool and `gke-flex-start` (which
+#: GKE sets on flex-start nodes, queued ones included), as GKE's GPU samples do.
 QUEUED_TAINT_KEY = "cloud.google.com/gke-queued"
 RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
 
@@ -90,7 +93,7 @@ MODE_SETTINGS: dict[ProvisioningMode, ModeSettings] = {
             location_policy="ANY",
             auto_repair=False,
             needs_provisioning_request=True,
-            node_selector={QUEUED_TAINT_KEY: "true"},
+            node_selector={FLEX_START_LABEL_KEY: "true"},
             tolerations=(Toleration(QUEUED_TAINT_KEY, "true"),),
         ),
         ModeSettings(

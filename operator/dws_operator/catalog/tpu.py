@@ -85,6 +85,10 @@ class TpuGeneration:
     #: slice's accelerator topology) named as the pool's placement policy, instead of a
     #: COMPACT placement with `tpu_topology`: GKE's rule for Ironwood (tpu7x).
     workload_policy: bool = False
+    #: Zones where GKE documents flex-start capacity for this generation (GKE's
+    #: "About GPU and TPU provisioning with flex-start" page, read 2026-11-27). Empty:
+    #: no documented list, so the operator never picks a zone for it on its own.
+    flex_start_zones: tuple[str, ...] = ()
 
     def machine_type(self, name: str) -> TpuMachineType | None:
         return next((m for m in self.machine_types if m.name == name), None)
@@ -165,6 +169,7 @@ TPU_GENERATIONS: dict[TpuVersion, TpuGeneration] = {
             ),
             topologies=_two_d("ct5lp-hightpu"),
             dimensions=2,
+            flex_start_zones=("us-west4-a",),
         ),
         TpuGeneration(
             version=TpuVersion.V5P,
@@ -180,6 +185,7 @@ TPU_GENERATIONS: dict[TpuVersion, TpuGeneration] = {
                 sorted_sides=True,
                 machine_type="ct5p-hightpu-4t",
             ),
+            flex_start_zones=("us-east5-a",),
         ),
         TpuGeneration(
             version=TpuVersion.V6E,
@@ -191,6 +197,7 @@ TPU_GENERATIONS: dict[TpuVersion, TpuGeneration] = {
             ),
             topologies=_two_d("ct6e-standard"),
             dimensions=2,
+            flex_start_zones=("asia-northeast1-b", "us-east5-a", "us-east5-b"),
         ),
         TpuGeneration(
             version=TpuVersion.TPU7X,

@@ -120,7 +120,7 @@ class OperatorConfig:
         location = _required(get("location", "DWS_GKE_LOCATION"), "DWS_GKE_LOCATION", "--location")
         cluster = _required(get("cluster", "DWS_GKE_CLUSTER"), "DWS_GKE_CLUSTER", "--cluster")
         _check(project, _PROJECT_RE, "DWS_GKE_PROJECT", "a GCP project id such as my-project")
-        _check(location, _LOCATION_RE, "DWS_GKE_LOCATION", "a region or zone such as us-central1")
+        _check(location, _LOCATION_RE, "DWS_GKE_LOCATION", "a region or zone such as us-east5")
         _check(cluster, _CLUSTER_RE, "DWS_GKE_CLUSTER", "a GKE cluster name")
         endpoint = get("gke_endpoint", "DWS_GKE_ENDPOINT")
         if endpoint is not None:

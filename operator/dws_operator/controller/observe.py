@@ -21,7 +21,7 @@ from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.controller.reuse import PoolShelf
 from dws_operator.errors import InvalidSpec
 from dws_operator.gke import NodePoolClient, owned_by
-from dws_operator.gke.ceiling import ceiling
+from dws_operator.gke.ceiling import ceiling, holds_slice
 from dws_operator.multislice import JOBSET_KIND
 from dws_operator.reconcile import JobView, Observed, PoolState, PoolView, RequestView
 from dws_operator.reconcile.decide import (
@@ -33,6 +33,7 @@ from dws_operator.reconcile.decide import (
     workload_kind,
 )
 from dws_operator.workload import DISRUPTION_CONDITION, job_name, needs_service, service_name
+from dws_operator.zones import ClusterSite
 
 log = logging.getLogger(__name__)
 _UNREADABLE: set[str] = set()
@@ -44,7 +45,7 @@ HOLDING_TEXT = tuple(phase.value for phase in HOLDING)
 HOLDING_DONE = TERMINAL_PHASES | {Phase.DELETING}
 
 
-def request_view(body: Mapping[str, Any]) -> RequestView:
+def request_view(body: Mapping[str, Any], site: ClusterSite | None = None) -> RequestView:
     metadata = body.get("metadata", {})
     try:
         status = TrainingRequestStatus.model_validate(body.get("status") or {})
@@ -59,6 +60,7 @@ def request_view(body: Mapping[str, Any]) -> RequestView:
         deleting=metadata.get("deletionTimestamp") is not None,
         spec=body.get("spec") or {},
         status=status,
+        site=site,
     )
 
 
@@ -72,6 +74,7 @@ def pool_view(pool: container_v1.NodePool, uid: str) -> PoolView:
         machine_type=pool.config.machine_type,
         accelerator_type=accelerators[0].accelerator_type if accelerators else None,
         message=pool.status_message,
+        keeps_ceiling=holds_slice(pool),
     )
 
 
@@ -178,6 +181,8 @@ async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
     # Deletion needs no version (and must not wait on GetCluster); a failed read raises
     # GkeError, which the pass backs off from like any other GKE error.
     version = None if request.deleting else await cluster_version(sources.gke)
+    # The cluster's node locations come with the version's GetCluster.
+    request = dataclasses.replace(request, site=sources.gke.site)
     pool_names = pool_names_for(request)
     key = (request.namespace, request.name)
     owners = await _service_owners(sources, request)

@@ -274,7 +274,7 @@ class Reconciler:
     def _shape_to_reuse(self, body: Mapping[str, Any]) -> str | None:
         """The shape of the pool the request is about to need, when it could take an idle
         one: one managed slice, not named by the user, no pool asked for yet."""
-        request = request_view(body)
+        request = request_view(body, self.sources.gke.site)
         if request.deleting or request.status.phase not in _BEFORE_POOL:
             return None
         if request.status.node_pool is not None and request.status.node_pool.reused:

@@ -22,7 +22,7 @@ from dws_operator.api import TERMINAL_PHASES
 from dws_operator.controller.cache import Key, KubeCache
 from dws_operator.controller.operations import OperationScheduler
 from dws_operator.controller.pools import PoolSnapshot
-from dws_operator.gke.ceiling import ceiling
+from dws_operator.gke.ceiling import ceiling, holds_slice
 from dws_operator.gke.client import NodePool
 from dws_operator.gke.labels import NAMESPACE_LABEL, UID_LABEL
 from dws_operator.gke.shapes import shape_label
@@ -137,7 +137,10 @@ class PoolShelf:
         labels = pool.config.resource_labels
         if self.namespaces and labels.get(NAMESPACE_LABEL) not in self.namespaces:
             return False
-        if ceiling(pool) > 0 or self.cache.node_counts.get(name, 0) > 0:
+        # A TPU slice pool keeps its ceiling when released (ceiling.holds_slice): its
+        # Nodes, and its holder being done (below), say it is idle.
+        capped = holds_slice(pool) or ceiling(pool) == 0
+        if not capped or self.cache.node_counts.get(name, 0) > 0:
             return False
         owner = self.scheduler.owner(name)
         if owner is not None and (key is None or owner != key):

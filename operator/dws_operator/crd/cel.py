@@ -32,6 +32,7 @@ from dws_operator.validation import (
     FLEX_START_MODES,
     FLEX_START_UNSUPPORTED_GPUS,
     FLEX_START_UNSUPPORTED_TPUS,
+    TPU_ONE_ZONE,
 )
 
 #: Job, Service and pod hostnames (`<job>-<index>`, a DNS label) are built from the
@@ -286,6 +287,12 @@ def spec_rules() -> list[Rule]:
             ".accelerator.tpu.slices",
         ),
         Rule(
+            "!has(self.accelerator.tpu) || !has(self.provisioning.zones) || "
+            "size(self.provisioning.zones) <= 1",
+            f"provisioning.zones: {TPU_ONE_ZONE}",
+            ".provisioning.zones",
+        ),
+        Rule(
             f"{several} || !has(self.nodePool.existing) || !self.nodePool.existing",
             "nodePool.existing is not available with several slices: each slice gets a node "
             "pool of its own",
@@ -349,6 +356,11 @@ def ladder_rules() -> list[Rule]:
             "mode",
             f"flex-start modes are not available for {', '.join(no_flex_gpus)}: flex-start VMs "
             f"do not serve it; use {others}",
+        ),
+        *_step_rules(
+            "has(self.accelerator.tpu) && has({s}.zones) && size({s}.zones) > 1",
+            "zones",
+            TPU_ONE_ZONE,
         ),
         *_step_rules(
             f"{several} && {{s}}.mode == {queued}",

@@ -28,6 +28,15 @@ def max_nodes(pool: container_v1.NodePool) -> int:
     return autoscaler_max(pool.autoscaling, len(pool.locations))
 
 
+def holds_slice(pool: container_v1.NodePool) -> bool:
+    """Whether `pool` is a multi-host TPU slice pool (a compact placement with a TPU
+    topology, or a workload policy): GKE checks its autoscaling maximum against the
+    slice's size, so the operator never caps it at zero but resizes it to zero with its
+    bounds left at the slice's size (what stops new nodes is that no pod asks for them)."""
+    placement = pool.placement_policy
+    return bool(placement.tpu_topology or placement.policy_name)
+
+
 def ceiling(pool: container_v1.NodePool) -> int:
     """The most nodes `pool` may have: its autoscaling maximum, or its fixed size."""
     if not pool.autoscaling.enabled:

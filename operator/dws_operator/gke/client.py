@@ -25,8 +25,10 @@ from google.cloud.container_v1.services.cluster_manager.transports import (
     ClusterManagerGrpcAsyncIOTransport,
 )
 
+from dws_operator.gke.ceiling import holds_slice
 from dws_operator.gke.errors import GkeError, classify, classify_status, status_code
 from dws_operator.gke.labels import UID_LABEL, owned_by
+from dws_operator.zones import ClusterSite
 
 ENDPOINT_ENV = "DWS_GKE_ENDPOINT"
 
@@ -156,6 +158,8 @@ class NodePoolClient:
         self.version_ttl = version_ttl
         self._clock = clock
         self._version: tuple[str, float] | None = None
+        #: The cluster's node locations from the last GetCluster (empty before it).
+        self._node_locations: tuple[str, ...] = ()
         self._version_lock = asyncio.Lock()
 
     async def master_version(self) -> str:
@@ -174,7 +178,14 @@ class NodePoolClient:
                 self.api.get_cluster, container_v1.GetClusterRequest(name=self.cluster.path)
             )
             self._version = (cluster.current_master_version, now)
+            self._node_locations = tuple(cluster.locations)
             return cluster.current_master_version
+
+    @property
+    def site(self) -> ClusterSite:
+        """Where the cluster is: its location from its path, and its node locations as
+        the last GetCluster (`master_version`) read them, empty before that."""
+        return ClusterSite(self.cluster.location, self._node_locations)
 
     async def create(self, pool: NodePool, uid: str) -> CreateResult:
         """Create `pool` for the owner `uid`, or adopt the pool of that name if it is ours.
@@ -256,7 +267,7 @@ class NodePoolClient:
         if pool is None:
             return None
         try:
-            capped = _capped(pool.autoscaling)
+            capped = None if holds_slice(pool) else _capped(pool.autoscaling)
             capping = await self.set_autoscaling(name, capped) if capped else None
             if capping is not None:
                 await self.wait(capping)
@@ -277,7 +288,9 @@ class NodePoolClient:
         last listed it, which saves a read while the caller holds one of GKE's operation
         slots (the ceiling is set whole, so an older listing caps just the same)."""
         pool = known if known is not None else await self.get(name)
-        capped = _capped(pool.autoscaling) if pool is not None else None
+        if pool is None or holds_slice(pool):
+            return None  # a TPU slice's bounds stay at its size (ceiling.holds_slice)
+        capped = _capped(pool.autoscaling)
         return await self.set_autoscaling(name, capped) if capped is not None else None
 
     async def resize_to_zero(self, name: str) -> Operation | None:

@@ -85,7 +85,7 @@ def connect_compute(endpoint: str | None = None) -> ComputeApis:
 
 
 def region_of(location: str) -> str:
-    """The region of a GKE location: `us-central1-a` -> `us-central1`; a region stays."""
+    """The region of a GKE location: `us-east5-a` -> `us-east5`; a region stays."""
     parts = location.split("-")
     return "-".join(parts[:-1]) if len(parts) == 3 else location
 

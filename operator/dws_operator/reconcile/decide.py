@@ -60,6 +60,7 @@ from dws_operator.workload import (
     service_name,
     uses_provisioning_request,
 )
+from dws_operator.zones import ClusterSite
 
 #: After a pool was scaled to zero, its Nodes are given this long to go before it is
 #: resized again (GKE deletes the VMs, then the Node objects disappear).
@@ -314,7 +315,7 @@ class StepPlan(NamedTuple):
 
 
 Planned = StepPlan | InvalidSpec
-_plans: OrderedDict[str, tuple[str, str, int, Planned]] = OrderedDict()
+_plans: OrderedDict[str, tuple[str, str, int, ClusterSite | None, Planned]] = OrderedDict()
 
 
 def _fingerprint(spec: Mapping[str, Any]) -> str:
@@ -336,9 +337,10 @@ def planned(request: RequestView) -> Planned:
     step = step_of(request)
     known = _plans.get(request.uid)
     fingerprint = _fingerprint(request.spec)
-    if known is not None and known[0] == fingerprint and known[1] == pool_name and known[2] == step:
+    site = request.site
+    if known is not None and known[:4] == (fingerprint, pool_name, step, site):
         _plans.move_to_end(request.uid)
-        return known[3]
+        return known[4]
     result: Planned
     try:
         spec = TrainingRequestSpec.model_validate(request.spec)
@@ -346,13 +348,13 @@ def planned(request: RequestView) -> Planned:
         if errors:
             raise InvalidSpec(errors)
         stepped = spec.at_step(step) if spec.ladder_steps > 1 else spec
-        plan = plan_slice(stepped, pool_name=pool_name)
+        plan = plan_slice(stepped, pool_name=pool_name, site=site)
         result = StepPlan(stepped, plan, tuple(spec.provisioning.steps), step)
     except ValidationError as error:
         result = from_validation_error(error)
     except InvalidSpec as invalid:
         result = invalid
-    _plans[request.uid] = (fingerprint, pool_name, step, result)
+    _plans[request.uid] = (fingerprint, pool_name, step, site, result)
     if len(_plans) > PLAN_MEMORY:
         _plans.popitem(last=False)
     return result
@@ -918,13 +920,33 @@ def _clean_up(run: _Draft, spec: TrainingRequestSpec) -> Decision:
     busy = _settle_operations(run) if managed else False
     if managed and ours:
         if cleanup == CleanupPolicy.SCALE_TO_ZERO:
-            # Zero only when GKE's ceiling and the Nodes that are billed both say so.
+            # Zero only when GKE's ceiling and the Nodes that are billed both say so. A
+            # TPU slice pool keeps its ceiling (GKE checks it against the slice's size):
+            # for it, a resize to zero asked for in an earlier pass (recorded in the
+            # ScaledDown condition, written before the resize is sent) and done stands in.
             nodes = observed.nodes_by_pool
-            scaling = [p for p in ours if p.max_nodes > 0 or nodes.get(p.name, 0) > 0]
+            scaled = cond.condition(run.status.conditions, cond.SCALED_DOWN)
+            resized = scaled is not None and scaled.reason in (RESIZING, "ScaledToZero")
+
+            def capped(pool: PoolView) -> bool:
+                if pool.keeps_ceiling:
+                    return resized and pool.name not in observed.operations
+                return pool.max_nodes == 0
+
+            scaling = [p for p in ours if not capped(p) or nodes.get(p.name, 0) > 0]
             for pool in scaling:
-                draining = pool.max_nodes == 0 and pool.name in observed.draining
+                draining = capped(pool) and pool.name in observed.draining
                 if pool.name not in observed.operations and not draining:
                     run.act(ScaleNodePoolToZero(pool.name))
+            slices = [p.name for p in scaling if p.keeps_ceiling]
+            if slices and not resized:
+                run.condition(
+                    cond.SCALED_DOWN,
+                    "False",
+                    RESIZING,
+                    f"resizing {_pool_list(slices)} to zero (a TPU slice pool keeps its "
+                    "autoscaling ceiling at the slice's size)",
+                )
             if any(p.name in observed.draining for p in scaling):
                 # Their Node objects' removal wakes the request; this is the backstop
                 # after which a pool still showing Nodes is resized again.
@@ -967,6 +989,10 @@ def _cleanup_policy(run: _Draft, spec: TrainingRequestSpec) -> CleanupPolicy:
     if (timed_out or never_ran) and spec.node_pool.cleanup == CleanupPolicy.SCALE_TO_ZERO:
         return CleanupPolicy.DELETE
     return spec.node_pool.cleanup
+
+
+#: The ScaledDown condition's reason while TPU slice pools are being resized to zero.
+RESIZING = "Resizing"
 
 
 def _scaled_down(run: _Draft, reason: str, message: str) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from dws_operator.api import TrainingRequestStatus
 from dws_operator.catalog import GkeVersion
+from dws_operator.zones import ClusterSite
 
 
 class PoolState(StrEnum):
@@ -36,6 +37,9 @@ class RequestView:
     deleting: bool
     spec: Mapping[str, Any]
     status: TrainingRequestStatus
+    #: Where the cluster is: a TPU slice's zone is chosen from it when the spec names
+    #: none (`zones.slice_zone`). None where no pool is planned from this view.
+    site: ClusterSite | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,9 @@ class PoolView:
     machine_type: str
     accelerator_type: str | None = None
     message: str = ""
+    #: A multi-host TPU slice pool: scaled to zero by a resize with its ceiling left at
+    #: the slice's size (`gke.ceiling.holds_slice`), so only its Nodes show it at zero.
+    keeps_ceiling: bool = False
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ operation_durations: gke         # simulated seconds per method, or a preset's n
 #  CreateNodePool: 40            # ... or per method; wins over the latency fields
 api_rate_limit: 600              # requests per simulated minute per project (default: none)
 clusters:
-  - name: projects/dws-sandbox/locations/us-central1/clusters/sandbox
+  - name: projects/dws-sandbox/locations/us-east5/clusters/sandbox
     version: 1.34.1-gke.1000000  # GetCluster's current_master_version (this is the default)
     concurrent_operations_quota: 5  # operations not yet DONE at once (GKE's default)
 quotas:                          # accelerator -> chips (TPU) or GPUs, summed over pools
@@ -76,7 +76,7 @@ ComputeMethodName = Literal[
 ]
 COMPUTE_METHODS: tuple[ComputeMethodName, ...] = get_args(ComputeMethodName)
 
-DEFAULT_CLUSTER = "projects/dws-sandbox/locations/us-central1/clusters/sandbox"
+DEFAULT_CLUSTER = "projects/dws-sandbox/locations/us-east5/clusters/sandbox"
 CLUSTER_PATTERN = (
     r"^projects/[a-z][-a-z0-9]{4,28}[a-z0-9]"
     r"/locations/[a-z0-9-]+"
@@ -174,7 +174,7 @@ class ClusterConfig(EmulatorModel):
     @property
     def region(self) -> str:
         parts = self.location.split("-")
-        # A zonal cluster's location is a zone ("us-central1-a"); its region drops the suffix.
+        # A zonal cluster's location is a zone ("us-east5-a"); its region drops the suffix.
         return "-".join(parts[:-1]) if len(parts) == 3 else self.location
 
     @property

@@ -63,14 +63,14 @@ def default_manifest() -> dict[str, Any]:
 def sandbox_cluster(manifest: dict[str, Any]) -> str:
     """The emulated GKE cluster for `manifest`: a regional cluster in the region of the
     zones it names (every step of a capacity ladder), so its pools may use them; else
-    the default, in us-central1."""
+    the default, in us-east5."""
     provisioning = (manifest.get("spec") or {}).get("provisioning") or {}
     steps = [provisioning, *(provisioning.get("fallback") or [])]
     zones = [z for step in steps for z in step.get("zones") or [] if isinstance(z, str)]
     if not zones:
         return DEFAULT_CLUSTER
     region = region_of(zones[0])
-    return DEFAULT_CLUSTER.replace("/locations/us-central1/", f"/locations/{region}/")
+    return DEFAULT_CLUSTER.replace("/locations/us-east5/", f"/locations/{region}/")
 
 
 def _load(path: Path | None) -> dict[str, Any]:

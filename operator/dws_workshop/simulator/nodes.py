@@ -1,15 +1,15 @@
 """The Kubernetes Node GKE registers for a VM of a node pool: pure, no I/O.
 
-Labels, taints and resources are the ones GKE sets: the pool name,
-the accelerator (`gke-tpu-accelerator` + `gke-tpu-topology`, or `gke-accelerator`),
-the provisioning mode (flex-start, spot, queued: the label and taint
-`cloud.google.com/gke-queued`), zone and machine type, plus the labels of the pool's
-NodeConfig. Allocatable is the machine's capacity minus GKE's kubelet and system
-reservations. A GPU node offers `nvidia.com/gpu` only once a driver runs: GKE installs
-one when the pool asks for DEFAULT or LATEST (and labels the node
-`cloud.google.com/gke-gpu-driver-version`); with no driver installation configured, or
-INSTALLATION_DISABLED, the node comes up without the resource, as GKE's do until the
-user installs a driver. Every node is annotated `kwok.x-k8s.io/node: fake`
+Labels, taints and resources are the ones GKE sets: the pool name, the accelerator
+(`gke-tpu-accelerator` + `gke-tpu-topology`, or `gke-accelerator`), the provisioning
+mode (flex-start, spot; queued: the taint `cloud.google.com/gke-queued`, never the
+label, which a node has only when its pool's NodeConfig asks for it), zone and machine
+type, plus the labels of the pool's NodeConfig. Allocatable is the machine's capacity
+minus GKE's kubelet and system reservations. A GPU node offers `nvidia.com/gpu` only
+once a driver runs: GKE installs one when the pool asks for DEFAULT or LATEST (and
+labels the node `cloud.google.com/gke-gpu-driver-version`); with no driver installation
+configured, or INSTALLATION_DISABLED, the node comes up without the resource, as GKE's
+do until the user installs a driver. Every node is annotated `kwok.x-k8s.io/node: fake`
 so kwok plays its kubelet (see `stages`).
 """
 
@@ -45,9 +45,6 @@ KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 PROVISIONING_LABEL_KEY = "cloud.google.com/gke-provisioning"
 MAX_RUN_DURATION_LABEL_KEY = "cloud.google.com/gke-max-run-duration-seconds"
 TERMINATION_ANNOTATION = "node.gke.io/machine-termination-datetime"
-#: Queued nodes carry `cloud.google.com/gke-queued` as a label ("true", which pods select:
-#: Cluster Toolkit's queued TPU JobSets do) and as a NoSchedule taint, under one key.
-QUEUED_LABEL_KEY = QUEUED_TAINT_KEY
 HOSTNAME_LABEL_KEY = "kubernetes.io/hostname"
 ZONE_LABEL_KEY = "topology.kubernetes.io/zone"
 REGION_LABEL_KEY = "topology.kubernetes.io/region"
@@ -204,8 +201,10 @@ class PoolShape:
         if self.spot:
             labels[SPOT_LABEL_KEY] = "true"
             labels[PROVISIONING_LABEL_KEY] = "spot"
-        if self.queued:
-            labels[QUEUED_LABEL_KEY] = "true"
+        # No `cloud.google.com/gke-queued` label for queued nodes: GKE applies the taint
+        # only ("while GKE automatically applies the taint, the label is required for
+        # workloads using nodeSelectors", Cluster Toolkit's gke-node-pool module, which
+        # therefore adds the label to the pool's node labels; read 2026-11-27).
         if self.max_run_duration_seconds:
             labels[MAX_RUN_DURATION_LABEL_KEY] = str(self.max_run_duration_seconds)
         return labels

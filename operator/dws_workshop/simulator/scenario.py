@@ -8,7 +8,7 @@ provisioning_timeout_seconds: null # ProvisioningRequest: Failed (WaitTimeExceed
 many_pools_threshold: 200          # above this many node pools, scale-ups come later ...
 many_pools_scale_up_delay_seconds: 30  # ... by this much (our estimate)
 capacity:                          # first matching rule wins; no match: capacity is there at once
-  - zone: us-central1-a            # omitted: any zone
+  - zone: us-east5-a            # omitted: any zone
     accelerator: tpu-v6e-slice     # GPU type or TPU node label; omitted: any
     after_seconds: 300             # arrives this long after a scale-up starts waiting for it
   - accelerator: nvidia-h100-80gb

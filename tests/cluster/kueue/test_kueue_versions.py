@@ -64,7 +64,7 @@ def old_kueue_crd() -> dict[str, Any]:
 def config_for(emulator: ClusterManagerEmulator, kueue: KueueMode) -> OperatorConfig:
     return OperatorConfig(
         project="dws-sandbox",
-        location="us-central1",
+        location="us-east5",
         cluster="sandbox",
         gke_endpoint=emulator.endpoint,
         compute_endpoint=emulator.compute_endpoint,
@@ -76,7 +76,7 @@ def config_for(emulator: ClusterManagerEmulator, kueue: KueueMode) -> OperatorCo
 def operator_env(emulator: ClusterManagerEmulator) -> dict[str, str]:
     return {
         "DWS_GKE_PROJECT": "dws-sandbox",
-        "DWS_GKE_LOCATION": "us-central1",
+        "DWS_GKE_LOCATION": "us-east5",
         "DWS_GKE_CLUSTER": "sandbox",
         "DWS_GKE_ENDPOINT": emulator.endpoint,
         "DWS_COMPUTE_ENDPOINT": emulator.compute_endpoint,

@@ -26,7 +26,7 @@ def emulator(emulator_config: EmulatorConfig) -> Iterator[ClusterManagerEmulator
 def operator_config(emulator: ClusterManagerEmulator, namespace: str) -> OperatorConfig:
     return OperatorConfig(
         project="dws-sandbox",
-        location="us-central1",
+        location="us-east5",
         cluster="sandbox",
         gke_endpoint=emulator.endpoint,
         compute_endpoint=emulator.compute_endpoint,

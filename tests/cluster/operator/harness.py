@@ -21,7 +21,7 @@ from tests.builders import manifest, spec_body
 from tests.polling import eventually
 
 T = TypeVar("T")
-OPERATIONS = "projects/dws-sandbox/locations/us-central1/operations"
+OPERATIONS = "projects/dws-sandbox/locations/us-east5/operations"
 
 
 class Scenario:

@@ -130,7 +130,7 @@ def test_modes_run_to_completion(
         assert pool.placement_policy.policy_name == "dws-high-throughput-2x2x2"
         assert not pool.placement_policy.tpu_topology
         policy = scenario.emulator.compute.policy(
-            "dws-sandbox", "us-central1", "dws-high-throughput-2x2x2"
+            "dws-sandbox", "us-east5", "dws-high-throughput-2x2x2"
         )
         assert policy is not None
         assert policy.workload_policy.accelerator_topology == "2x2x2"

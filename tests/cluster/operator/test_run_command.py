@@ -45,7 +45,7 @@ def test_run_command(
     env = {
         **os.environ,
         "DWS_GKE_PROJECT": "dws-sandbox",
-        "DWS_GKE_LOCATION": "us-central1",
+        "DWS_GKE_LOCATION": "us-east5",
         "DWS_GKE_CLUSTER": "sandbox",
         "DWS_GKE_ENDPOINT": emulator.endpoint,
         "DWS_KUEUE": "disabled",

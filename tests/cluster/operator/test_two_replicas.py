@@ -59,7 +59,7 @@ def replicas(
     env = {
         **os.environ,
         "DWS_GKE_PROJECT": "dws-sandbox",
-        "DWS_GKE_LOCATION": "us-central1",
+        "DWS_GKE_LOCATION": "us-east5",
         "DWS_GKE_CLUSTER": "sandbox",
         "DWS_GKE_ENDPOINT": emulator.endpoint,
         "DWS_KUEUE": "disabled",

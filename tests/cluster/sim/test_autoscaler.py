@@ -79,8 +79,8 @@ def test_v6e_flex_start_slice_nodes_carry_gke_labels_taints_and_resources(
             "beta.kubernetes.io/arch": "amd64",
             "beta.kubernetes.io/os": "linux",
             "kubernetes.io/hostname": name,
-            "topology.kubernetes.io/zone": "us-central1-a",
-            "topology.kubernetes.io/region": "us-central1",
+            "topology.kubernetes.io/zone": "us-east5-a",
+            "topology.kubernetes.io/region": "us-east5",
         }
         assert node.status.capacity == {
             "cpu": "180",
@@ -229,9 +229,9 @@ def test_limits_per_zone_or_in_all_in_a_regional_cluster(
 
     zonal = eventually(lambda: len(sim.nodes("l4-zonal")) == 3 and sim.nodes("l4-zonal"))
     assert sorted(n.metadata.labels[ZONE] for n in zonal) == [
-        "us-central1-a",
-        "us-central1-b",
-        "us-central1-c",
+        "us-east5-a",
+        "us-east5-b",
+        "us-east5-c",
     ]
     eventually(lambda: len(sim.nodes("l4-total")) == 2, what="two nodes in all")
     never(lambda: len(sim.nodes("l4-total")) > 2, 1.5, "a node beyond the total limit")

@@ -140,7 +140,7 @@ def test_only_a_whole_slice_request_is_provisioned_all_at_once(
         return said if said and said[0] == "True" else None
 
     said = eventually(provisioned, what="whole Provisioned")
-    zone = "us-central1-a"
+    zone = "us-east5-a"
     assert said == ("True", "Provisioned", f"Provisioned 4 node(s) in node pool {POOL} in {zone}.")
     # One resize by the whole slice: the pool never held part of it.
     assert counts <= {0, 4}
@@ -171,7 +171,7 @@ def test_only_a_whole_slice_request_is_provisioned_all_at_once(
             "beta.kubernetes.io/os": "linux",
             "kubernetes.io/hostname": node.metadata.name,
             "topology.kubernetes.io/zone": zone,
-            "topology.kubernetes.io/region": "us-central1",
+            "topology.kubernetes.io/region": "us-east5",
         }
         assert node.status.allocatable["google.com/tpu"] == "4"
     # Once Ready (the not-ready taint lifted): GKE's TPU and queued taints only.
