@@ -42,6 +42,7 @@ from dws_workshop.emulator.config import (
     MethodFaults,
     compute_faults_for,
 )
+from dws_workshop.emulator.ruleids import behaviour
 
 _REGION = "/compute/v1/projects/{project}/regions/{region}"
 #: Compute's `wait` returns when the operation is DONE or after about two minutes.
@@ -211,12 +212,17 @@ class ComputeEmulator(CallLog[ComputeCall]):
 
     async def _insert(self, request: _Request) -> dict[str, Any]:
         if not request.text.strip():
-            raise ComputeApiError(400, "required", "Required field 'resource' not specified")
+            raise ComputeApiError(
+                400,
+                "required",
+                "Required field 'resource' not specified",
+                rule="CE-RESOURCE-REQUIRED",
+            )
         try:
             policy = compute_v1.ResourcePolicy.from_json(request.text)
         except json_format.ParseError as error:
             raise ComputeApiError(
-                400, "invalid", f"Invalid JSON payload received. {error}"
+                400, "invalid", f"Invalid JSON payload received. {error}", rule="CE-INVALID-JSON"
             ) from error
         validate_policy(policy)
         params = request.params
@@ -243,7 +249,10 @@ class ComputeEmulator(CallLog[ComputeCall]):
         token = request.query.get("pageToken") or "0"
         if not token.isdigit():
             raise ComputeApiError(
-                400, "invalid", f"Invalid value for field 'pageToken': '{token}'."
+                400,
+                "invalid",
+                f"Invalid value for field 'pageToken': '{token}'.",
+                rule="CE-PAGE-TOKEN",
             )
         start = int(token)
         with self._lock:
@@ -276,6 +285,7 @@ class ComputeEmulator(CallLog[ComputeCall]):
         with self._lock:
             return to_json(self._find_operation(request).operation)
 
+    @behaviour("CE-WAIT-LIMIT")
     async def _wait(self, request: _Request) -> dict[str, Any]:
         """Return once the operation is DONE, or after `WAIT_LIMIT_SECONDS` as it stands."""
         deadline = time.monotonic() + WAIT_LIMIT_SECONDS
@@ -328,7 +338,10 @@ class ComputeEmulator(CallLog[ComputeCall]):
 
     async def _unknown(self, http: web.Request) -> web.Response:
         error = ComputeApiError(
-            404, "notFound", f"The requested URL {http.path} was not found on this server."
+            404,
+            "notFound",
+            f"The requested URL {http.path} was not found on this server.",
+            rule="CE-UNKNOWN-URL",
         )
         return web.json_response(error.body(), status=404)
 
@@ -381,7 +394,7 @@ class ComputeEmulator(CallLog[ComputeCall]):
 def _injected(method: str, faults: MethodFaults) -> ComputeApiError:
     status, reason, _ = _FAULTS[faults.error_code]
     message = faults.error_message or f"{method}: {faults.error_code} injected by the emulator"
-    return ComputeApiError(status, reason, message)
+    return ComputeApiError(status, reason, message, rule="EMU-FAULT-INJECTED")
 
 
 def _clone(policy: compute_v1.ResourcePolicy) -> compute_v1.ResourcePolicy:
@@ -397,6 +410,7 @@ def _json_or_none(text: str) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
+@behaviour("CE-LIST-PAGE-SIZE")
 def _page_size(value: str) -> int:
     # Compute caps maxResults at 500, which is also its default.
     try:

@@ -38,28 +38,33 @@ POLICY_KINDS = (
 )
 
 
-def invalid(field: str, value: str, why: str) -> ComputeApiError:
-    return ComputeApiError(400, "invalid", f"Invalid value for field '{field}': '{value}'. {why}")
+def invalid(field: str, value: str, why: str, *, rule: str) -> ComputeApiError:
+    return ComputeApiError(
+        400, "invalid", f"Invalid value for field '{field}': '{value}'. {why}", rule=rule
+    )
 
 
-def required(field: str) -> ComputeApiError:
-    return ComputeApiError(400, "required", f"Required field '{field}' not specified")
+def required(field: str, *, rule: str) -> ComputeApiError:
+    return ComputeApiError(400, "required", f"Required field '{field}' not specified", rule=rule)
 
 
 def validate_location(project: str, region: str) -> None:
     """The project and region of a request path."""
     if not _PROJECT_RE.match(project):
-        raise invalid("project", project, "Must be a valid project ID.")
+        raise invalid("project", project, "Must be a valid project ID.", rule="CE-PROJECT-ID")
     if not _REGION_RE.match(region):
-        raise invalid("region", region, "Unknown region.")
+        raise invalid("region", region, "Unknown region.", rule="CE-REGION")
 
 
 def validate_name(field: str, name: str) -> None:
     if not name:
-        raise required(field)
+        raise required(field, rule="CE-NAME")
     if not _NAME_RE.match(name):
         raise invalid(
-            field, name, "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'"
+            field,
+            name,
+            "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'",
+            rule="CE-NAME",
         )
 
 
@@ -75,6 +80,7 @@ def validate_policy(policy: compute_v1.ResourcePolicy) -> None:
             "A resource policy must set exactly one of workloadPolicy, groupPlacementPolicy, "
             f"snapshotSchedulePolicy, instanceSchedulePolicy, diskConsistencyGroupPolicy; "
             f"got {len(kinds)}.",
+            rule="CE-POLICY-ONE-KIND",
         )
     if "workload_policy" in policy:
         validate_workload_policy(policy.workload_policy)
@@ -83,10 +89,13 @@ def validate_policy(policy: compute_v1.ResourcePolicy) -> None:
 def validate_workload_policy(workload: compute_v1.ResourcePolicyWorkloadPolicy) -> None:
     field = "resource.workloadPolicy"
     if "type_" not in workload or not workload.type_:
-        raise required(f"{field}.type")
+        raise required(f"{field}.type", rule="CE-WORKLOAD-TYPE")
     if workload.type_ not in WORKLOAD_TYPES:
         raise invalid(
-            f"{field}.type", workload.type_, f"Must be one of {', '.join(WORKLOAD_TYPES)}."
+            f"{field}.type",
+            workload.type_,
+            f"Must be one of {', '.join(WORKLOAD_TYPES)}.",
+            rule="CE-WORKLOAD-TYPE",
         )
     has_topology = "accelerator_topology" in workload
     if has_topology and "max_topology_distance" in workload:
@@ -94,6 +103,7 @@ def validate_workload_policy(workload: compute_v1.ResourcePolicyWorkloadPolicy) 
             f"{field}.maxTopologyDistance",
             workload.max_topology_distance,
             "acceleratorTopology and maxTopologyDistance cannot both be set.",
+            rule="CE-TOPOLOGY-XOR-DISTANCE",
         )
     if has_topology:
         topology = workload.accelerator_topology
@@ -102,6 +112,7 @@ def validate_workload_policy(workload: compute_v1.ResourcePolicyWorkloadPolicy) 
                 f"{field}.acceleratorTopology",
                 topology,
                 "Must be two or three positive integers joined by 'x', such as 2x2x2.",
+                rule="CE-TOPOLOGY-FORMAT",
             )
         if workload.type_ != "HIGH_THROUGHPUT":
             # Ours: an interconnect topology only makes sense for colocated VMs.
@@ -109,6 +120,7 @@ def validate_workload_policy(workload: compute_v1.ResourcePolicyWorkloadPolicy) 
                 f"{field}.acceleratorTopology",
                 topology,
                 "An accelerator topology needs type HIGH_THROUGHPUT.",
+                rule="CE-TOPOLOGY-NEEDS-HIGH-THROUGHPUT",
             )
     if "accelerator_topology_mode" in workload:
         mode = workload.accelerator_topology_mode
@@ -117,10 +129,16 @@ def validate_workload_policy(workload: compute_v1.ResourcePolicyWorkloadPolicy) 
                 f"{field}.acceleratorTopologyMode",
                 mode,
                 f"Must be one of {', '.join(TOPOLOGY_MODES)}.",
+                rule="CE-TOPOLOGY-MODE",
             )
         if not has_topology:
             # Ours: the mode says how the chips of the topology are connected.
-            raise invalid(f"{field}.acceleratorTopologyMode", mode, "Needs an acceleratorTopology.")
+            raise invalid(
+                f"{field}.acceleratorTopologyMode",
+                mode,
+                "Needs an acceleratorTopology.",
+                rule="CE-TOPOLOGY-MODE-NEEDS-TOPOLOGY",
+            )
     if "max_topology_distance" in workload:
         distance = workload.max_topology_distance
         if distance not in TOPOLOGY_DISTANCES:
@@ -128,4 +146,5 @@ def validate_workload_policy(workload: compute_v1.ResourcePolicyWorkloadPolicy) 
                 f"{field}.maxTopologyDistance",
                 distance,
                 f"Must be one of {', '.join(TOPOLOGY_DISTANCES)}.",
+                rule="CE-TOPOLOGY-DISTANCE",
             )

@@ -40,10 +40,12 @@ Users = Callable[[str, str, str], list[str]]
 class ComputeApiError(Exception):
     """A Compute call answered with an HTTP error status and Google's JSON error body."""
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, *, rule: str) -> None:
         self.status = status
         self.reason = reason
         self.message = message
+        #: The RULES.md id of the rule this answer enforces.
+        self.rule = rule
         super().__init__(f"{status} {reason}: {message}")
 
     def body(self) -> dict[str, Any]:
@@ -58,15 +60,21 @@ class ComputeApiError(Exception):
 
 
 def not_found(resource: str) -> ComputeApiError:
-    return ComputeApiError(404, "notFound", f"The resource '{resource}' was not found")
+    return ComputeApiError(
+        404, "notFound", f"The resource '{resource}' was not found", rule="CE-NOT-FOUND"
+    )
 
 
 def already_exists(resource: str) -> ComputeApiError:
-    return ComputeApiError(409, "alreadyExists", f"The resource '{resource}' already exists")
+    return ComputeApiError(
+        409, "alreadyExists", f"The resource '{resource}' already exists", rule="CE-ALREADY-EXISTS"
+    )
 
 
 def not_ready(resource: str) -> ComputeApiError:
-    return ComputeApiError(400, "resourceNotReady", f"The resource '{resource}' is not ready")
+    return ComputeApiError(
+        400, "resourceNotReady", f"The resource '{resource}' is not ready", rule="CE-NOT-READY"
+    )
 
 
 def in_use(resource: str, user: str) -> ComputeApiError:
@@ -75,6 +83,7 @@ def in_use(resource: str, user: str) -> ComputeApiError:
         400,
         "resourceInUseByAnotherResource",
         f"The resource_policy resource '{resource}' is already being used by '{user}'",
+        rule="CE-POLICY-IN-USE",
     )
 
 

@@ -34,6 +34,7 @@ from dws_operator.catalog.tpu import TpuVersion
 from dws_workshop.emulator.compute_rules import NAME_PATTERN
 from dws_workshop.emulator.compute_state import READY, policy_path
 from dws_workshop.emulator.config import ClusterConfig
+from dws_workshop.emulator.ruleids import behaviour
 from dws_workshop.emulator.status import invalid
 
 #: (project, region, name) -> the resource policy as Compute holds it, or None.
@@ -74,6 +75,7 @@ def check_placement(
         _check_topology(_TOPOLOGY_FIELD, topology, pool.config.machine_type, "topology")
 
 
+@behaviour("GKE-TOPOLOGY-FROM-WORKLOAD-POLICY")
 def resolve_topology(
     pool: container_v1.NodePool, cluster: ClusterConfig, lookup: PolicyLookup
 ) -> None:
@@ -88,6 +90,7 @@ def resolve_topology(
         placement.tpu_topology = policy.workload_policy.accelerator_topology
 
 
+@behaviour("GKE-TPU7X-NEEDS-WORKLOAD-POLICY")
 def deferred_failure(pool: container_v1.NodePool) -> str | None:
     """The error a valid-looking create ends with once GKE builds the instance group."""
     found = tpu_machine(pool.config.machine_type)
@@ -114,6 +117,7 @@ def _named_policy(
             _POLICY_FIELD,
             f"{name!r} is not a resource policy name; give the name (not the path) of a "
             f"policy in project {cluster.project}, region {cluster.region}",  # ours
+            rule="GKE-POLICY-NAME",
         )
     policy = lookup(cluster.project, cluster.region, name)
     if policy is None:
@@ -121,9 +125,14 @@ def _named_policy(
             _POLICY_FIELD,
             f"resource policy {path} not found; it must be in the same project and region "
             "as the node pool",  # ours
+            rule="GKE-POLICY-NOT-FOUND",
         )
     if policy.status != READY:
-        raise invalid(_POLICY_FIELD, f"resource policy {path} is {policy.status}, not READY")
+        raise invalid(
+            _POLICY_FIELD,
+            f"resource policy {path} is {policy.status}, not READY",
+            rule="GKE-POLICY-NOT-READY",
+        )
     return policy
 
 
@@ -138,12 +147,14 @@ def _check_policy_topology(
             _POLICY_FIELD,
             f"resource policy {name!r} is {kind}; TPU slices need a HIGH_THROUGHPUT "
             "workload policy with an accelerator topology",
+            rule="GKE-POLICY-WORKLOAD-TYPE",
         )
     topology = workload.accelerator_topology
     if not topology:
         raise invalid(
             _POLICY_FIELD,
             f"workload policy {name!r} has no accelerator topology; TPU slices need one",
+            rule="GKE-POLICY-NO-TOPOLOGY",
         )
     given = pool.placement_policy.tpu_topology
     if given and given != topology:
@@ -151,6 +162,7 @@ def _check_policy_topology(
             _TOPOLOGY_FIELD,
             f"{given!r} differs from the accelerator topology {topology} of workload "
             f"policy {name!r}",
+            rule="GKE-POLICY-TOPOLOGY-MISMATCH",
         )
     _check_topology(
         _POLICY_FIELD, topology, pool.config.machine_type, f"workload policy {name!r} topology"
@@ -160,7 +172,11 @@ def _check_policy_topology(
 def _check_topology(field: str, topology: str, machine_type: str, what: str) -> None:
     found = tpu_machine(machine_type)
     if found is None:
-        raise invalid(field, f"machine type {machine_type!r} is not a TPU machine type")
+        raise invalid(
+            field,
+            f"machine type {machine_type!r} is not a TPU machine type",
+            rule="GKE-TOPOLOGY-NOT-TPU",
+        )
     generation, machine = found
     sides = parse_topology(topology)
     if sides is None or len(sides) != generation.dimensions:
@@ -168,6 +184,7 @@ def _check_topology(field: str, topology: str, machine_type: str, what: str) -> 
             field,
             f"{topology!r} is not a {generation.dimensions}-D topology of TPU "
             f"{generation.version.value}",
+            rule="GKE-TOPOLOGY-SHAPE",
         )
     chips = math.prod(sides)
     hosts = generation.machine_types_for(topology)
@@ -177,9 +194,10 @@ def _check_topology(field: str, topology: str, machine_type: str, what: str) -> 
             field,
             f"{what} {topology} ({chips} chips) does not fit machine type {machine.name} "
             f"({machine.chips} chips per VM); machine types for {topology}: {allowed}",
+            rule="GKE-TOPOLOGY-MACHINE",
         )
     if chips // machine.chips == 1:
-        raise invalid(field, SINGLE_HOST_TOPOLOGY)
+        raise invalid(field, SINGLE_HOST_TOPOLOGY, rule="GKE-TOPOLOGY-SINGLE-HOST")
 
 
 def _vms(topology: str, machine: TpuMachineType) -> int:

@@ -52,6 +52,7 @@ def rate_limited(project: str) -> ApiError:
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         "Quota exceeded for quota metric 'Requests' and limit 'Requests per minute' of "
         f"service '{SERVICE}' for consumer 'project_number:{project_number(project)}'.",
+        rule="GKE-API-RATE-LIMIT",
     )
 
 

@@ -72,6 +72,7 @@ def validate_name(name: str) -> None:
             "node_pool.name",
             f"{name!r} is not a valid node pool name: use at most 40 lowercase letters, "
             "digits and hyphens, starting with a letter and ending with a letter or digit",
+            rule="GKE-POOL-NAME",
         )
 
 
@@ -82,23 +83,28 @@ def validate_autoscaling(field: str, autoscaling: container_v1.NodePoolAutoscali
     total = (autoscaling.total_min_node_count, autoscaling.total_max_node_count)
     for suffix, (low, high) in (("", per_zone), ("total_", total)):
         if low < 0:
-            raise invalid(f"{field}.{suffix}min_node_count", f"must be >= 0, got {low}")
+            raise invalid(
+                f"{field}.{suffix}min_node_count",
+                f"must be >= 0, got {low}",
+                rule="GKE-AUTOSCALING-MIN-NEGATIVE",
+            )
         if high < low:
             raise invalid(
                 f"{field}.{suffix}max_node_count",
                 f"must be >= {suffix}min_node_count ({low}), got {high}",
+                rule="GKE-AUTOSCALING-MAX-BELOW-MIN",
             )
     # The two families are mutually exclusive. With each minimum at most its maximum,
     # both maximums set is the only way to set both.
     if per_zone[1] and total[1]:
-        raise invalid(field, BOTH_LIMITS)
+        raise invalid(field, BOTH_LIMITS, rule="GKE-AUTOSCALING-BOTH-MAXIMA")
 
 
 def validate_new_autoscaling(field: str, autoscaling: container_v1.NodePoolAutoscaling) -> None:
     """CreateNodePool's extra rule: an autoscaled pool needs a maximum of some kind."""
     validate_autoscaling(field, autoscaling)
     if autoscaling.enabled and not (autoscaling.max_node_count or autoscaling.total_max_node_count):
-        raise invalid(field, NO_LIMIT)
+        raise invalid(field, NO_LIMIT, rule="GKE-AUTOSCALING-NO-MAXIMUM")
 
 
 def validate_new_pool(
@@ -116,9 +122,10 @@ def validate_new_pool(
             raise invalid(
                 f"node_pool.locations[{index}]",
                 f"{zone!r} is not a zone of cluster {cluster.name}; allowed: {', '.join(zones)}",
+                rule="GKE-POOL-LOCATIONS",
             )
     if pool.initial_node_count < 0:
-        raise invalid("node_pool.initial_node_count", "must be >= 0")
+        raise invalid("node_pool.initial_node_count", "must be >= 0", rule="GKE-INITIAL-NODE-COUNT")
     validate_new_autoscaling("node_pool.autoscaling", pool.autoscaling)
     # Queued provisioning first: its pools are flex-start pools with stricter rules,
     # and its own messages say more than flex-start's would.
@@ -137,18 +144,25 @@ def _check_flex_start(pool: container_v1.NodePool) -> None:
         raise invalid(
             "node_pool.autoscaling",
             "flex-start node pools need autoscaling enabled with min_node_count 0",
+            rule="GKE-FLEX-AUTOSCALING",
         )
     if config.reservation_affinity.consume_reservation_type != _NO_RESERVATION:
         raise invalid(
             "node_pool.config.reservation_affinity.consume_reservation_type",
             "flex-start node pools cannot consume reservations; set NO_RESERVATION",
+            rule="GKE-FLEX-NO-RESERVATION",
         )
     if config.spot:
-        raise invalid("node_pool.config.spot", "flex-start node pools cannot use Spot VMs")
+        raise invalid(
+            "node_pool.config.spot",
+            "flex-start node pools cannot use Spot VMs",
+            rule="GKE-FLEX-NO-SPOT",
+        )
     if config.machine_type.startswith(_NO_FLEX_START_TPU_PREFIXES):
         raise invalid(
             "node_pool.config.machine_type",
             f"flex-start does not support TPU v3 or v4 ({config.machine_type})",
+            rule="GKE-FLEX-TPU-V3-V4",
         )
     gpu = _NO_FLEX_START_GPU_MACHINES.get(config.machine_type)
     if gpu is not None:
@@ -159,6 +173,7 @@ def _check_flex_start(pool: container_v1.NodePool) -> None:
             "node_pool.config.machine_type",
             f"{kind} does not support machine type {config.machine_type} ({gpu}): A4X "
             "VMs are not provisioned by flex-start; use a reservation",
+            rule="GKE-FLEX-A4X",
         )
     # Read the raw protobuf: proto-plus would hand back a timedelta the stubs don't know.
     seconds = int(container_v1.NodeConfig.pb(config).max_run_duration.seconds)
@@ -166,6 +181,7 @@ def _check_flex_start(pool: container_v1.NodePool) -> None:
         raise invalid(
             "node_pool.config.max_run_duration",
             f"must be between 0 and {MAX_RUN_DURATION_SECONDS}s (7 days), got {seconds:g}s",
+            rule="GKE-FLEX-MAX-RUN-DURATION",
         )
 
 
@@ -180,11 +196,13 @@ def _check_queued_provisioning(pool: container_v1.NodePool) -> None:
             "node_pool.config.flex_start",
             "queued provisioning node pools must use flex-start: set config.flex_start "
             "(gcloud --flex-start) together with queued_provisioning.enabled",
+            rule="GKE-QP-NEEDS-FLEX-START",
         )
     if not autoscaling.enabled:
         raise invalid(
             "node_pool.autoscaling.enabled",
             "queued provisioning node pools need autoscaling enabled",
+            rule="GKE-QP-AUTOSCALING",
         )
     for field in ("min_node_count", "total_min_node_count"):
         low = int(getattr(autoscaling, field))
@@ -192,16 +210,19 @@ def _check_queued_provisioning(pool: container_v1.NodePool) -> None:
             raise invalid(
                 f"node_pool.autoscaling.{field}",
                 f"queued provisioning node pools scale from zero: must be 0, got {low}",
+                rule="GKE-QP-MIN-ZERO",
             )
     if pool.initial_node_count:
         raise invalid(
             "node_pool.initial_node_count",
             "queued provisioning node pools start empty: nodes come only from ProvisioningRequests",
+            rule="GKE-QP-INITIAL-ZERO",
         )
     if config.reservation_affinity.consume_reservation_type != _NO_RESERVATION:
         raise invalid(
             "node_pool.config.reservation_affinity.consume_reservation_type",
             "queued provisioning node pools cannot consume reservations; set NO_RESERVATION",
+            rule="GKE-QP-NO-RESERVATION",
         )
 
 
@@ -212,11 +233,13 @@ def _check_reservation(affinity: container_v1.ReservationAffinity) -> None:
         raise invalid(
             "node_pool.config.reservation_affinity.key",
             f"SPECIFIC_RESERVATION needs key {RESERVATION_NAME_KEY!r}, got {affinity.key!r}",
+            rule="GKE-RESERVATION-KEY",
         )
     if len(affinity.values) != 1 or not affinity.values[0]:
         raise invalid(
             "node_pool.config.reservation_affinity.values",
             "SPECIFIC_RESERVATION needs exactly one reservation name",
+            rule="GKE-RESERVATION-NAME",
         )
 
 
@@ -235,5 +258,6 @@ def _check_gpus(config: container_v1.NodeConfig) -> None:
                     f"machine type {machine.name} carries {machine.gpus} "
                     f"{accelerator.type.value}; got {given.accelerator_count} "
                     f"{given.accelerator_type or 'unspecified'}",
+                    rule="GKE-GPU-ACCELERATORS",
                 )
         return

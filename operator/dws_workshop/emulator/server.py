@@ -298,6 +298,7 @@ class ClusterManagerEmulator(CallLog[CallRecord]):
                     faults.status,
                     faults.error_message
                     or f"{method.name}: {faults.error_code} injected by the emulator",
+                    rule="EMU-FAULT-INJECTED",
                 )
             error = None
             if method.long_running and self._draw(

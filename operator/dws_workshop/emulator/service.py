@@ -27,6 +27,7 @@ from google.rpc import status_pb2  # type: ignore[import-untyped]
 from dws_operator.gke.ceiling import autoscaler_max
 from dws_workshop.emulator.config import EmulatorConfig
 from dws_workshop.emulator.placement import deferred_failure, resolve_topology
+from dws_workshop.emulator.ruleids import behaviour
 from dws_workshop.emulator.rules import (
     accelerator_per_node,
     validate_autoscaling,
@@ -74,7 +75,11 @@ def _cluster_path(name: str, project: str, zone: str, cluster: str, field: str) 
     if not name and project and zone and cluster:
         name = f"projects/{project}/locations/{zone}/clusters/{cluster}"
     if not _CLUSTER_RE.match(name):
-        raise invalid(field, f"{name!r} is not of the form projects/*/locations/*/clusters/*")
+        raise invalid(
+            field,
+            f"{name!r} is not of the form projects/*/locations/*/clusters/*",
+            rule="GKE-RESOURCE-NAME",
+        )
     return name
 
 
@@ -86,11 +91,14 @@ def _pool_path(request: Any) -> tuple[str, str]:
     match = _POOL_RE.match(name)
     if match is None:
         raise invalid(
-            "name", f"{name!r} is not of the form projects/*/locations/*/clusters/*/nodePools/*"
+            "name",
+            f"{name!r} is not of the form projects/*/locations/*/clusters/*/nodePools/*",
+            rule="GKE-RESOURCE-NAME",
         )
     return match.group(1), match.group(2)
 
 
+@behaviour("GKE-AUTOSCALING-CAP-KEEPS-NODES")
 def _raised_to_minimum(
     count: int, autoscaling: container_v1.NodePoolAutoscaling, zones: int
 ) -> int:
@@ -214,7 +222,9 @@ class ClusterManagerService:
             name = f"{parent}/operations/{request.operation_id}"
         if not _OPERATION_RE.match(name):
             raise invalid(
-                "name", f"{name!r} is not of the form projects/*/locations/*/operations/*"
+                "name",
+                f"{name!r} is not of the form projects/*/locations/*/operations/*",
+                rule="GKE-RESOURCE-NAME",
             )
         return clone(self.state.operation(name).operation)
 
@@ -224,7 +234,11 @@ class ClusterManagerService:
         parent = request.parent or f"projects/{request.project_id}/locations/{request.zone}"
         match = _PARENT_RE.match(parent)
         if match is None:
-            raise invalid("parent", f"{parent!r} is not of the form projects/*/locations/*")
+            raise invalid(
+                "parent",
+                f"{parent!r} is not of the form projects/*/locations/*",
+                rule="GKE-RESOURCE-NAME",
+            )
         project, location = match.groups()
         found = [
             clone(r.operation)
@@ -236,6 +250,7 @@ class ClusterManagerService:
 
     # Changes ----------------------------------------------------------------
 
+    @behaviour("GKE-POOL-DEFAULT-LOCATIONS", "GKE-FAILED-CREATE-KEEPS-POOL")
     def create_node_pool(
         self, request: container_v1.CreateNodePoolRequest, error: Any
     ) -> container_v1.Operation:
@@ -325,11 +340,19 @@ class ClusterManagerService:
         validate_autoscaling("autoscaling", autoscaling)
         pool = record.pool
         if pool.config.flex_start and not autoscaling.enabled:
-            raise invalid("autoscaling.enabled", "flex-start node pools need autoscaling")
+            raise invalid(
+                "autoscaling.enabled",
+                "flex-start node pools need autoscaling",
+                rule="GKE-FLEX-AUTOSCALING",
+            )
         if pool.config.flex_start and (
             autoscaling.min_node_count or autoscaling.total_min_node_count
         ):
-            raise invalid("autoscaling.min_node_count", "flex-start node pools need 0")
+            raise invalid(
+                "autoscaling.min_node_count",
+                "flex-start node pools need 0",
+                rule="GKE-FLEX-AUTOSCALING",
+            )
         zones = len(pool.locations)
         reserved = record.reserved_nodes
         self.state.reserve(record, max(record.node_count, autoscaler_max(autoscaling, zones)))
@@ -348,6 +371,7 @@ class ClusterManagerService:
             reserved,
         )
 
+    @behaviour("GKE-SIZE-PER-ZONE")
     def set_node_pool_size(
         self, request: container_v1.SetNodePoolSizeRequest, error: Any
     ) -> container_v1.Operation:
@@ -355,7 +379,11 @@ class ClusterManagerService:
         self.state.ensure_idle(record)
         self.state.ensure_operation_slot(record.cluster)
         if request.node_count < 0:
-            raise invalid("node_count", f"must be >= 0, got {request.node_count}")
+            raise invalid(
+                "node_count",
+                f"must be >= 0, got {request.node_count}",
+                rule="GKE-NODE-COUNT-NEGATIVE",
+            )
         pool = record.pool
         zones = len(pool.locations)
         # Like gcloud's --num-nodes, node_count is per zone.
@@ -376,6 +404,7 @@ class ClusterManagerService:
             reserved,
         )
 
+    @behaviour("EMU-UPDATE-NODE-POOL-FIELDS")
     def update_node_pool(
         self, request: container_v1.UpdateNodePoolRequest, error: Any
     ) -> container_v1.Operation:
@@ -386,7 +415,11 @@ class ClusterManagerService:
         zones = record.cluster.config.node_zones
         for index, zone in enumerate(request.locations):
             if zone not in zones:
-                raise invalid(f"locations[{index}]", f"{zone!r} is not a zone of the cluster")
+                raise invalid(
+                    f"locations[{index}]",
+                    f"{zone!r} is not a zone of the cluster",
+                    rule="GKE-POOL-LOCATIONS",
+                )
         labels = dict(request.labels.labels) if "labels" in request else None
         resource_labels = (
             dict(request.resource_labels.labels) if "resource_labels" in request else None

@@ -24,6 +24,7 @@ from google.rpc import status_pb2  # type: ignore[import-untyped]
 from dws_operator import rfc3339
 from dws_workshop.emulator.clock import PENDING_SHARE
 from dws_workshop.emulator.config import ClusterConfig, EmulatorConfig
+from dws_workshop.emulator.ruleids import behaviour
 from dws_workshop.emulator.status import (
     ApiError,
     not_found,
@@ -218,6 +219,7 @@ class ClusterManagerState:
                     f'Insufficient quota to satisfy request: resource "{resource}": request '
                     f"requires '{wanted}' and is short '{wanted - available}'. Project has a "
                     f"quota of '{quota}' with '{available}' available.",
+                    rule="GKE-ACCELERATOR-QUOTA",
                 )
         pool.reserved_nodes = nodes
 
@@ -275,6 +277,7 @@ class ClusterManagerState:
         self.advance()
         return made
 
+    @behaviour("GKE-OPERATION-LIFECYCLE")
     def advance(self) -> None:
         """Move every operation whose time has come, oldest first."""
         now = self.clock()

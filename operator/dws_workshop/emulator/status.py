@@ -1,4 +1,8 @@
-"""Errors the emulated API answers with, worded the way GKE words them."""
+"""Errors the emulated API answers with, worded the way GKE words them.
+
+Every error names its rule: the id of its row in RULES.md, which gives the source
+(`ruleids` checks that code and table agree).
+"""
 
 from __future__ import annotations
 
@@ -8,23 +12,27 @@ import grpc
 class ApiError(Exception):
     """An RPC that ends with a non-OK status instead of a response."""
 
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+    def __init__(self, code: grpc.StatusCode, message: str, *, rule: str) -> None:
         self.code = code
         self.message = message
+        #: The RULES.md id of the rule this answer enforces.
+        self.rule = rule
         super().__init__(f"{code.name}: {message}")
 
 
-def invalid(field: str, message: str) -> ApiError:
+def invalid(field: str, message: str, *, rule: str) -> ApiError:
     """INVALID_ARGUMENT naming the request field at fault, as `field: message`."""
-    return ApiError(grpc.StatusCode.INVALID_ARGUMENT, f"{field}: {message}")
+    return ApiError(grpc.StatusCode.INVALID_ARGUMENT, f"{field}: {message}", rule=rule)
 
 
 def not_found(path: str) -> ApiError:
-    return ApiError(grpc.StatusCode.NOT_FOUND, f"Not found: {path}.")
+    return ApiError(grpc.StatusCode.NOT_FOUND, f"Not found: {path}.", rule="GKE-NOT-FOUND")
 
 
 def already_exists(path: str) -> ApiError:
-    return ApiError(grpc.StatusCode.ALREADY_EXISTS, f"Already exists: {path}.")
+    return ApiError(
+        grpc.StatusCode.ALREADY_EXISTS, f"Already exists: {path}.", rule="GKE-POOL-EXISTS"
+    )
 
 
 def operation_in_progress(operation: str, doing: str, cluster: str) -> ApiError:
@@ -32,6 +40,7 @@ def operation_in_progress(operation: str, doing: str, cluster: str) -> ApiError:
         grpc.StatusCode.FAILED_PRECONDITION,
         f"Operation {operation} is currently {doing} for cluster {cluster}. "
         "Please wait and try again once it is done.",
+        rule="GKE-ONE-OPERATION-PER-POOL",
     )
 
 
@@ -41,4 +50,5 @@ def too_many_operations(cluster: str, quota: int) -> ApiError:
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         f'Too many operations: cluster "{cluster}" hits the concurrent operations quota '
         f"{quota}, please try again later.",
+        rule="GKE-CONCURRENT-OPERATIONS-QUOTA",
     )

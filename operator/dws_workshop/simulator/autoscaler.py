@@ -48,6 +48,7 @@ from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.gke.ceiling import max_nodes
 from dws_workshop.emulator.clock import SimClock
 from dws_workshop.emulator.config import DEFAULT_CLUSTER
+from dws_workshop.emulator.ruleids import behaviour
 from dws_workshop.emulator.server import ClusterManagerEmulator
 from dws_workshop.simulator.autoscaler_view import (
     Obj,
@@ -203,6 +204,7 @@ class Autoscaler:
             if pool.running:
                 self._scale(now, pool, pending.get(pool.name, []), busy, booked, len(pools))
 
+    @behaviour("SIM-SCALE-UP-WHOLE-SLICE", "SIM-QP-NO-POD-SCALE-UP")
     def _scale(
         self,
         now: float,
@@ -254,6 +256,7 @@ class Autoscaler:
         self._waiting_since.pop(pool.path, None)
         self._scale_down_idle(now, pool, nodes, busy, booked)
 
+    @behaviour("SIM-SCALE-DOWN-UNNEEDED")
     def _scale_down_idle(
         self,
         now: float,
@@ -281,6 +284,7 @@ class Autoscaler:
 
     # Disruptions ------------------------------------------------------------
 
+    @behaviour("SIM-SPOT-PREEMPTION")
     def _preempt_due(
         self, now: float, pools: dict[str, ScalingPool], busy: dict[str, list[Obj]]
     ) -> None:
@@ -310,6 +314,7 @@ class Autoscaler:
                     self._preemptions.remove(preemption)
                     break
 
+    @behaviour("SIM-FLEX-MAX-RUN")
     def _expire_flex_start(
         self, now: float, pools: dict[str, ScalingPool], busy: dict[str, list[Obj]]
     ) -> None:

@@ -39,6 +39,7 @@ from dws_operator.catalog import (
     topology_chips,
 )
 from dws_operator.catalog.modes import FLEX_START_LABEL_KEY, QUEUED_TAINT_KEY, SPOT_LABEL_KEY
+from dws_workshop.emulator.ruleids import behaviour
 from dws_workshop.emulator.rules import tpu_machine
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
@@ -175,6 +176,7 @@ class PoolShape:
         return "Reservation" if self.reserved else "OnDemand"
 
     @property
+    @behaviour("SIM-NODE-LABELS")
     def labels(self) -> dict[str, str]:
         """Labels every node of the pool carries (not the per-node ones)."""
         labels = dict(self.config_labels)
@@ -228,6 +230,7 @@ def _single_host_topology(topologies: dict[str, tuple[str, ...]], machine: str, 
     return "1x1"
 
 
+@behaviour("SIM-GPU-DRIVER")
 def pool_shape(pool: container_v1.NodePool) -> PoolShape:
     """The shape of `pool`'s nodes."""
     config = pool.config

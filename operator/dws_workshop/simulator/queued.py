@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from dws_operator.gke.ceiling import max_nodes
 from dws_operator.kueue_objects import QUEUED_PROVISIONING_CLASS
+from dws_workshop.emulator.ruleids import behaviour
 from dws_workshop.simulator import provreq, whole_slices
 from dws_workshop.simulator.autoscaler_view import (
     Obj,
@@ -79,6 +80,7 @@ class QueuedCapacity:
         for key in set(self._accepted_at) - seen:
             self._accepted_at.pop(key)
 
+    @behaviour("SIM-QP-ACCEPTED", "SIM-QP-BOOKING-EXPIRED", "SIM-QP-MAX-RUN")
     def _follow(
         self,
         now: float,
@@ -127,6 +129,7 @@ class QueuedCapacity:
                 "maxRunDurationSeconds reached; the VMs were deleted.",
             )
 
+    @behaviour("SIM-QP-WAIT-TIMEOUT", "SIM-QP-ONE-PODSET", "SIM-QP-PROVISIONED")
     def _provision(
         self, now: float, key: Key, body: Obj, pools: dict[str, ScalingPool], waited: float
     ) -> None:

@@ -32,6 +32,8 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from dws_workshop.emulator.ruleids import behaviour
+
 Seconds = Annotated[float, Field(ge=0.0)]
 
 #: GKE documents higher autoscaling latency in clusters with more than 200 node pools.
@@ -95,6 +97,7 @@ class SimScenario(ScenarioModel):
     #: while the cluster has more than `many_pools_threshold` node pools.
     many_pools_scale_up_delay_seconds: Seconds = MANY_POOLS_SCALE_UP_DELAY_SECONDS
 
+    @behaviour("SIM-MANY-POOLS-DELAY")
     def scale_up_delay(self, pools: int) -> float:
         """Simulated seconds a scale-up waits beyond capacity, in a cluster of `pools`."""
         return self.many_pools_scale_up_delay_seconds if pools > self.many_pools_threshold else 0.0

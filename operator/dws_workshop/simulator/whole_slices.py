@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dws_workshop.emulator.ruleids import behaviour
 from dws_workshop.simulator.autoscaler_view import ScalingPool
 
 
@@ -36,6 +37,7 @@ class Choice:
     refusal: str | None = None
 
 
+@behaviour("SIM-QP-WHOLE-SLICES")
 def refusal(pool: ScalingPool, count: int, topology: str | None) -> str | None:
     """Why `pool` cannot give `count` nodes of `topology` as whole slices; None if it can."""
     shape = pool.shape
