@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dws_operator.api import TrainingRequestSpec
+from dws_operator.zones import ClusterSite
 
 CONTAINER = {"name": "train", "image": "us-docker.pkg.dev/example/train:1"}
 
@@ -56,3 +57,8 @@ def gpu(
     if count is not None:
         body["count"] = count
     return {"gpu": body}
+
+
+#: The sandbox's regional cluster (emulator/config.py's default): what the operator's
+#: GKE client reports as its site, from which a TPU slice's zone is chosen.
+SITE = ClusterSite("us-east5", ("us-east5-a", "us-east5-b", "us-east5-c"))

@@ -14,8 +14,9 @@ gets exactly one zone, taken, in this order, from:
    list GKE documents for the generation (`TpuGeneration.flex_start_zones`); none there
    is a refusal naming the documented zones, since GKE offers no flex-start capacity for
    that TPU elsewhere;
-4. a regional cluster, other modes: the first of the cluster's node locations (sorted):
-   every zone of them can host a pool; the request names another to choose.
+4. a regional cluster, other modes (and generations with no documented flex-start
+   list, tpu7x today): the first of the cluster's node locations (sorted): every zone of
+   them can host a pool; the request names another to choose.
 """
 
 from __future__ import annotations
@@ -66,16 +67,16 @@ def slice_zone(
         return named[0]
     if site.zonal:
         return site.location
-    if mode in _FLEX_MODES:
+    if mode in _FLEX_MODES and generation.flex_start_zones:
         documented = generation.flex_start_zones
         here = [z for z in documented if region_of(z) == site.region]
         if here:
             return here[0]
-        listed = ", ".join(documented) if documented else "none"
         raise SpecError(
             field,
             f"GKE documents flex-start capacity for TPU {generation.version} only in "
-            f"{listed}; none is in this cluster's region {site.region}: name a zone",
+            f"{', '.join(documented)}; none is in this cluster's region {site.region}: "
+            "name a zone",
         )
     if site.node_locations:
         return sorted(site.node_locations)[0]

@@ -24,7 +24,7 @@ from dws_operator.gke import (
 )
 from dws_operator.planning import plan_slice
 from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
-from tests.builders import make_spec, tpu
+from tests.builders import SITE, make_spec, tpu
 from tests.polling import eventually
 
 T = TypeVar("T")
@@ -161,7 +161,7 @@ def rendered(
     workload_policy: str | None = None,
     **extra: Any,
 ) -> container_v1.NodePool:
-    plan = plan_slice(make_spec(accelerator, mode, **extra), pool_name=name)
+    plan = plan_slice(make_spec(accelerator, mode, **extra), pool_name=name, site=SITE)
     return render_node_pool(plan, name=name, labels=LABELS, workload_policy=workload_policy)
 
 

@@ -14,7 +14,7 @@ from dws_operator.gke import GkeError, NodePoolClient, PollPolicy, pool_labels
 from dws_operator.gke import client as client_module
 from dws_operator.planning import plan_slice
 from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
-from tests.builders import gpu, make_spec, tpu
+from tests.builders import SITE, gpu, make_spec, tpu
 from tests.gke.harness import (
     FAST,
     FAST_POLL,
@@ -109,9 +109,11 @@ def test_create_wait_get(
         assert list(affinity.values) == [extra["provisioning"]["reservation"]]
     elif mode in ("FlexStart", "QueuedProvisioning"):
         assert affinity.consume_reservation_type == affinity.Type.NO_RESERVATION
-    nodes = plan_slice(make_spec(accelerator, mode, **extra)).nodes
-    # One zone given: per-zone limits; otherwise the pool's total.
-    one_zone = len(extra.get("provisioning", {}).get("zones", [])) == 1
+    plan = plan_slice(make_spec(accelerator, mode, **extra), site=SITE)
+    nodes = plan.nodes
+    # One zone (given, or a TPU slice's own): per-zone limits; otherwise the pool's total.
+    one_zone = len(plan.node_pool.zones) == 1
+    assert one_zone or plan.node_pool.placement_policy is None
     limits = received.autoscaling
     assert (limits.max_node_count, limits.total_max_node_count) == (
         (nodes, 0) if one_zone else (0, nodes)
@@ -223,8 +225,29 @@ def test_scale_to_zero_caps_the_autoscaler_then_resizes(emulator: ClusterManager
     assert resized.request.node_count == 0
 
 
+def test_a_tpu_slice_pool_is_resized_never_capped(emulator: ClusterManagerEmulator) -> None:
+    """GKE checks a slice's per-zone maximum against its size: the ceiling stays."""
+    pool = rendered(tpu("v6e", "4x4"))
+
+    async def scenario(client: NodePoolClient) -> container_v1.NodePool | None:
+        created = await client.create(pool, UID)
+        assert created.operation is not None
+        await client.wait(created.operation)
+        await client.scale_to_zero(pool.name)
+        assert await client.cap_autoscaling(pool.name) is None
+        return await client.get(pool.name)
+
+    served = run(emulator, scenario)
+    assert served is not None
+    assert list(served.locations) == ["us-east5-a"]
+    assert (served.autoscaling.max_node_count, served.autoscaling.total_max_node_count) == (4, 0)
+    counts = emulator.call_counts()
+    assert counts.get("SetNodePoolAutoscaling", 0) == 0
+    assert counts["SetNodePoolSize"] == 1
+
+
 def test_scale_to_zero_twice_only_resizes(emulator: ClusterManagerEmulator) -> None:
-    pool = rendered(tpu("v6e", "4x4"), **ZONE)
+    pool = rendered(gpu("nvidia-l4", 2), **ZONE)
 
     async def scenario(client: NodePoolClient) -> None:
         created = await client.create(pool, UID)

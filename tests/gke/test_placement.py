@@ -145,6 +145,8 @@ def test_a_zonal_clusters_policies_live_in_its_region(make_emulator: MakeEmulato
     emulator = make_emulator(FAST.model_copy(update={"clusters": [ClusterConfig(name=zonal)]}))
     make_policy(emulator, "wp")
     pool = tpu7x(policy_name="wp")
+    # The operator plans a zonal cluster's slice in the cluster's zone.
+    pool.locations[:] = ["us-east5-b"]
 
     async def scenario(client: NodePoolClient) -> NodePool | None:
         created = await client.create(pool, UID)

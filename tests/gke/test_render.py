@@ -67,9 +67,13 @@ CASES = [
                 max_run_duration=Duration(seconds=SEVEN_DAYS),
             ),
             initial_node_count=0,
+            # A slice lives in one zone (the first GKE documents for v6e flex-start in
+            # the sandbox's region) with per-zone limits: GKE checks the slice against
+            # the per-zone maximum, 0 with total limits.
             autoscaling=NodePoolAutoscaling(
-                enabled=True, total_min_node_count=0, total_max_node_count=4, location_policy=ANY
+                enabled=True, min_node_count=0, max_node_count=4, location_policy=ANY
             ),
+            locations=["us-east5-a"],
             management=REPAIR_OFF,
             placement_policy=NodePool.PlacementPolicy(type_=COMPACT, tpu_topology="4x4"),
         ),
@@ -101,9 +105,11 @@ CASES = [
         NodePool(
             name="dws-pool",
             config=config("ct5lp-hightpu-4t", spot=True),
+            # Not a flex-start mode: the first of the regional cluster's node locations.
             autoscaling=NodePoolAutoscaling(
-                enabled=True, total_min_node_count=0, total_max_node_count=2, location_policy=ANY
+                enabled=True, min_node_count=0, max_node_count=2, location_policy=ANY
             ),
+            locations=["us-east5-a"],
             placement_policy=NodePool.PlacementPolicy(type_=COMPACT, tpu_topology="2x4"),
         ),
         id="tpu-spot-multi-host",

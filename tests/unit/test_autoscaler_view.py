@@ -128,13 +128,13 @@ def test_queued_pools_for_a_provisioning_request_template() -> None:
 def test_queued_tpu_pools_for_the_tpu_selectors() -> None:
     v6e = view(queued_tpu("v6e", "4x4", name="v6e-4x4"))
     v6e_small = view(queued_tpu("v6e", "2x4", name="v6e-2x4"))
-    v5e = view(queued_tpu("v5e", "4x4", name="v5e-4x4"))
+    v5e = view(queued_tpu("v5e", "2x2", name="v5e-2x2"))
     flex = view(rendered(tpu("v6e", "4x4"), name="flex"))
     pools = {p.name: p for p in (v6e, v6e_small, v5e, flex)}
     selector = {
         "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
         "cloud.google.com/gke-tpu-topology": "4x4",
-        "cloud.google.com/gke-queued": "true",
+        "cloud.google.com/gke-flex-start": "true",
     }
     spec = {"nodeSelector": selector, "containers": [{"name": "c"}]}
     spec["containers"][0]["resources"] = {"limits": {"google.com/tpu": "4"}}

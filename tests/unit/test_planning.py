@@ -52,9 +52,11 @@ def test_queued_provisioning_gpu() -> None:
     # Queued nodes carry cloud.google.com/gke-queued=true:NoSchedule.
     assert ("cloud.google.com/gke-queued", "true") in [(t.key, t.value) for t in plan.tolerations]
     assert ("nvidia.com/gpu", "present") in [(t.key, t.value) for t in plan.tolerations]
+    # GKE taints queued nodes but does not label them gke-queued: pods select
+    # gke-flex-start, which GKE sets on flex-start nodes, queued ones too.
     assert plan.node_selector == {
         "cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
-        "cloud.google.com/gke-queued": "true",
+        "cloud.google.com/gke-flex-start": "true",
     }
 
 
@@ -77,7 +79,7 @@ def test_queued_provisioning_tpu_slice() -> None:
     assert plan.node_selector == {
         "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
         "cloud.google.com/gke-tpu-topology": "4x4",
-        "cloud.google.com/gke-queued": "true",
+        "cloud.google.com/gke-flex-start": "true",
         "cloud.google.com/gke-nodepool": "q",
     }
     assert [(t.key, t.value, t.effect) for t in plan.tolerations] == [

@@ -45,7 +45,8 @@ def test_queued_gpu_pool_shape_and_matching() -> None:
     shape = pool_shape(pool)
     assert shape.queued
     assert [t.key for t in shape.taints] == ["nvidia.com/gpu", "cloud.google.com/gke-queued"]
-    assert shape.labels["cloud.google.com/gke-queued"] == "true"
+    # The taint only: GKE does not label queued nodes gke-queued.
+    assert "cloud.google.com/gke-queued" not in shape.labels
     assert max_nodes(pool) == 2
     selector = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
     # GKE tolerates the GPU and queued taints for a pod that requests GPUs.
@@ -73,7 +74,6 @@ def test_queued_tpu_pool_shape_labels_and_taints() -> None:
         "cloud.google.com/gke-tpu-topology": "4x4",
         "cloud.google.com/gke-flex-start": "true",
         "cloud.google.com/gke-provisioning": "flex-start",
-        "cloud.google.com/gke-queued": "true",
         "cloud.google.com/gke-os-distribution": "cos",
         "cloud.google.com/gke-container-runtime": "containerd",
     }
@@ -81,14 +81,17 @@ def test_queued_tpu_pool_shape_labels_and_taints() -> None:
         {"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"},
         {"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NoSchedule"},
     ]
-    # Cluster Toolkit's queued TPU pods select the topology and the queued label.
-    selector = {"cloud.google.com/gke-tpu-topology": "4x4", "cloud.google.com/gke-queued": "true"}
+    # The old selector (the gke-queued label) matches no queued node: GKE sets only the
+    # taint. The operator's pods select the pool and gke-flex-start instead.
+    old = {"cloud.google.com/gke-tpu-topology": "4x4", "cloud.google.com/gke-queued": "true"}
+    assert not accepts(shape, old, [], {"google.com/tpu"})
+    selector = {"cloud.google.com/gke-nodepool": "q", "cloud.google.com/gke-flex-start": "true"}
     assert accepts(shape, selector, [], {"google.com/tpu"})
     assert not accepts(shape, {**selector, "cloud.google.com/gke-tpu-topology": "2x4"}, [], set())
-    # A flex-start pool without queueing lacks the label: such pods never land there.
-    plain = pool_shape(rendered(tpu("v6e", "4x4"), name="flex"))
-    assert "cloud.google.com/gke-queued" not in plain.labels
-    assert not accepts(plain, selector, [], {"google.com/tpu"})
+    # A pool whose NodeConfig asks for the label (Cluster Toolkit's way) has it.
+    labelled = queued_tpu("v6e", "4x4", name="q")
+    labelled.config.labels["cloud.google.com/gke-queued"] = "true"
+    assert accepts(pool_shape(labelled), old, [], {"google.com/tpu"})
 
 
 DRIVER_LABEL = "cloud.google.com/gke-gpu-driver-version"

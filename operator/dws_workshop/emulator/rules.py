@@ -12,7 +12,7 @@ import re
 from google.cloud import container_v1
 
 from dws_operator.api.base import NODE_POOL_NAME_PATTERN
-from dws_operator.catalog import GPU_ACCELERATORS, MAX_RUN_DURATION_SECONDS
+from dws_operator.catalog import GPU_ACCELERATORS, MAX_RUN_DURATION_SECONDS, topology_chips
 from dws_operator.catalog.modes import RESERVATION_NAME_KEY
 from dws_workshop.emulator.config import ClusterConfig
 from dws_workshop.emulator.placement import PolicyLookup, check_placement, tpu_machine
@@ -50,6 +50,7 @@ _NO_FLEX_START_GPU_MACHINES = {
     for m in a.machine_types
 }
 
+Autoscaling = container_v1.NodePoolAutoscaling | None
 _NO_RESERVATION = container_v1.ReservationAffinity.Type.NO_RESERVATION
 _SPECIFIC_RESERVATION = container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION
 
@@ -135,7 +136,71 @@ def validate_new_pool(
         _check_flex_start(pool)
     _check_reservation(config.reservation_affinity)
     check_placement(pool, cluster, policies)
+    _check_one_zone(pool, cluster)
+    topology = slice_topology(pool, cluster, policies)
+    if topology is not None:
+        check_slice_maximum("node_pool.autoscaling", pool, topology)
     _check_gpus(config)
+
+
+def _check_one_zone(pool: container_v1.NodePool, cluster: ClusterConfig) -> None:
+    """A TPU slice and a compact placement live in one zone (a pool without locations
+    takes the cluster's: one for a zonal cluster, several for a regional one)."""
+    placement = pool.placement_policy
+    zones = list(pool.locations) or cluster.node_zones
+    if len(zones) == 1:
+        return
+    named = ", ".join(zones)
+    if tpu_machine(pool.config.machine_type) and (placement.tpu_topology or placement.policy_name):
+        raise invalid(
+            "node_pool.locations",
+            f"a multi-host TPU slice node pool must be in exactly one zone, got {named}",
+            rule="GKE-TPU-SLICE-ONE-ZONE",
+        )
+    if placement.type_ == container_v1.NodePool.PlacementPolicy.Type.COMPACT:
+        raise invalid(
+            "node_pool.placement_policy",
+            f"compact placement is only available in a single zone, got {named}",
+            rule="GKE-COMPACT-ONE-ZONE",
+        )
+
+
+def slice_topology(
+    pool: container_v1.NodePool, cluster: ClusterConfig, policies: PolicyLookup
+) -> str | None:
+    """The TPU topology of a multi-host slice pool (its own, or its workload policy's);
+    None for any other pool."""
+    if tpu_machine(pool.config.machine_type) is None:
+        return None
+    placement = pool.placement_policy
+    if placement.tpu_topology:
+        return str(placement.tpu_topology)
+    if placement.policy_name:
+        policy = policies(cluster.project, cluster.region, placement.policy_name)
+        if policy is not None and policy.workload_policy.accelerator_topology:
+            return str(policy.workload_policy.accelerator_topology)
+    return None
+
+
+def check_slice_maximum(
+    field: str, pool: container_v1.NodePool, topology: str, autoscaling: Autoscaling = None
+) -> None:
+    """GKE checks a multi-host slice against the pool's per-zone maximum, which must be
+    a whole number of slices: whole-pool (total) limits leave it 0."""
+    scaling = autoscaling if autoscaling is not None else pool.autoscaling
+    if not scaling.enabled:
+        return
+    found = tpu_machine(pool.config.machine_type)
+    assert found is not None
+    nodes = max(1, topology_chips(topology) // found[1].chips)
+    maximum = int(scaling.max_node_count)
+    if maximum <= 0 or maximum % nodes:
+        raise invalid(
+            field,
+            f"Maximum node count {maximum} is not a valid size of TPU pod slice with "
+            f"topology {topology}",
+            rule="GKE-TPU-SLICE-MAX-NODES",
+        )
 
 
 def _check_flex_start(pool: container_v1.NodePool) -> None:

@@ -30,6 +30,8 @@ from dws_workshop.emulator.placement import deferred_failure, resolve_topology
 from dws_workshop.emulator.ruleids import behaviour
 from dws_workshop.emulator.rules import (
     accelerator_per_node,
+    check_slice_maximum,
+    slice_topology,
     validate_autoscaling,
     validate_new_pool,
 )
@@ -353,6 +355,9 @@ class ClusterManagerService:
                 "flex-start node pools need 0",
                 rule="GKE-FLEX-AUTOSCALING",
             )
+        topology = slice_topology(pool, record.cluster.config, self.state.resource_policy)
+        if topology is not None:
+            check_slice_maximum("autoscaling", pool, topology, autoscaling)
         zones = len(pool.locations)
         reserved = record.reserved_nodes
         self.state.reserve(record, max(record.node_count, autoscaler_max(autoscaling, zones)))
