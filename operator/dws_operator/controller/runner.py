@@ -30,6 +30,13 @@ log = logging.getLogger(__name__)
 LEASE_LOST_EXIT_CODE = 3
 
 
+def warn_about_settings(config: OperatorConfig) -> None:
+    """Settings that work but that a security review would flag, said once at start."""
+    warning = default_service_account_warning(config.pool_defaults)
+    if warning is not None:
+        log.warning("%s", warning)
+
+
 async def run_operator(
     config: OperatorConfig,
     *,
@@ -47,9 +54,7 @@ async def run_operator(
     `/metrics` is served on `config.metrics_port` (a standby replica's too: it says
     `dws_leader 0`)."""
     metrics = metrics or OperatorMetrics()
-    warning = default_service_account_warning(config.pool_defaults)
-    if warning is not None:
-        log.warning("%s", warning)
+    warn_about_settings(config)
     if config.metrics_port is not None and metrics.port is None:
         port = metrics.serve(config.metrics_port, config.metrics_address)
         log.info("metrics at http://%s:%d/metrics", config.metrics_address, port)
