@@ -16,6 +16,7 @@ from kubernetes import client as k8s
 
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
 from dws_operator.dashboard import dashboard_json
+from dws_operator.gke.pool_defaults import PoolDefaults
 from dws_operator.identity import MANAGED_BY
 from dws_operator.kueue_objects import KUEUE_GROUP_VERSION, dws_flavors, dws_objects
 from dws_workshop.devcluster import DevCluster, find_binaries
@@ -423,3 +424,64 @@ def test_chart_refuses_metrics_on_the_health_port(helm: Helm) -> None:
     clash = helm("template", "ha", str(CHART), *GKE_VALUES, "--set", "metrics.port=8080")
     assert clash.returncode == 1
     assert "metrics.port and healthPort must differ" in clash.stderr
+
+
+def _operator_settings(helm: Helm, *extra: str) -> OperatorConfig:
+    """The settings the chart's Deployment gives the operator, read as it reads them."""
+    objects: dict[Any, Any] = _objects(helm, *extra)
+    pod = objects[("Deployment", "ha-dws-operator")]["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"] if "value" in e}
+    return OperatorConfig.from_env(env)
+
+
+def test_chart_node_settings_reach_the_operator(helm: Helm) -> None:
+    assert _operator_settings(helm).pool_defaults == PoolDefaults()
+    account = "dws-nodes@my-project.iam.gserviceaccount.com"
+    values = {
+        "nodes": {
+            "serviceAccount": account,
+            "oauthScopes": [
+                "https://www.googleapis.com/auth/devstorage.read_only",
+                "https://www.googleapis.com/auth/logging.write",
+            ],
+            "workloadMetadata": "GCE_METADATA",
+            "labels": {"team": "ml", "cost-center": "research"},
+            "tags": ["dws-nodes", "allow-egress"],
+            "diskType": "hyperdisk-balanced",
+            "diskSizeGb": 200,
+            "imageStreaming": True,
+        }
+    }
+    config = _operator_settings(helm, "--set-json", f"nodes={json.dumps(values['nodes'])}")
+    assert config.pool_defaults == PoolDefaults(
+        service_account=account,
+        oauth_scopes=(
+            "https://www.googleapis.com/auth/devstorage.read_only",
+            "https://www.googleapis.com/auth/logging.write",
+        ),
+        workload_metadata="GCE_METADATA",
+        labels=(("cost-center", "research"), ("team", "ml")),
+        tags=("dws-nodes", "allow-egress"),
+        disk_type="hyperdisk-balanced",
+        disk_size_gb=200,
+        image_streaming=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("setting", "words"),
+    [
+        ("nodes.serviceAccount=nodes", "/nodes/serviceAccount"),
+        ("nodes.workloadMetadata=SECURE", "/nodes/workloadMetadata"),
+        ("nodes.diskType=pd-extreme", "/nodes/diskType"),
+        ("nodes.diskSizeGb=5", "/nodes/diskSizeGb"),
+        ("nodes.tags={Bad_Tag}", "/nodes/tags/0"),
+        # Helm names a wrong path for a bad property name; the name itself is right.
+        ("nodes.labels.Team=ml", "'Team' does not match pattern"),
+        ("nodes.oauthScopes={cloud-platform}", "/nodes/oauthScopes/0"),
+    ],
+)
+def test_chart_refuses_bad_node_settings(helm: Helm, setting: str, words: str) -> None:
+    result = helm("template", "t", str(CHART), *GKE_VALUES, "--set", setting)
+    assert result.returncode != 0
+    assert words in result.stderr, result.stderr

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 from google.cloud.container_v1 import (
     AcceleratorConfig,
+    GcfsConfig,
     GPUDriverInstallationConfig,
     NodeConfig,
     NodeManagement,
     NodePool,
     NodePoolAutoscaling,
     ReservationAffinity,
+    WorkloadMetadataConfig,
 )
 from google.protobuf.duration_pb2 import Duration
 
 from dws_operator.catalog import GpuType
 from dws_operator.gke import render_node_pool
+from dws_operator.gke.labels import merge_labels
+from dws_operator.gke.pool_defaults import PoolDefaults
+from dws_operator.gke.shapes import shape_of
 from dws_operator.planning import plan_slice
 from tests.builders import gpu, make_spec, tpu
 from tests.gke.harness import LABELS, rendered
@@ -398,3 +404,116 @@ def test_an_empty_workload_policy_name_is_refused() -> None:
     plan = plan_slice(make_spec(tpu("tpu7x", "2x2x2"), "Spot"), pool_name="dws-pool")
     with pytest.raises(ValueError, match="resource policy name"):
         render_node_pool(plan, name="dws-pool", labels=LABELS, workload_policy="")
+
+
+NODE_SA = "dws-nodes@dws-sandbox.iam.gserviceaccount.com"
+NODE_SETTINGS = PoolDefaults(
+    service_account=NODE_SA,
+    workload_metadata="GKE_METADATA",
+    labels=(("team", "ml"),),
+    tags=("dws-nodes",),
+    disk_type="pd-ssd",
+    disk_size_gb=200,
+    image_streaming=True,
+)
+METADATA = WorkloadMetadataConfig.Mode
+
+
+def with_settings(
+    defaults: PoolDefaults | None, accelerator: dict[str, Any] | None = None
+) -> NodePool:
+    plan = plan_slice(make_spec(accelerator or tpu("v6e", "4x4")), pool_name="dws-pool")
+    return render_node_pool(plan, name="dws-pool", labels=LABELS, defaults=defaults)
+
+
+def test_node_settings_are_rendered_on_the_node_config() -> None:
+    base = with_settings(None)
+    pool = with_settings(NODE_SETTINGS)
+    # Exactly the node settings are added; the plan's fields are those of a pool without.
+    expected = NodeConfig.deserialize(NodeConfig.serialize(base.config))
+    expected.service_account = NODE_SA
+    expected.oauth_scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+    expected.workload_metadata_config = WorkloadMetadataConfig(mode=METADATA.GKE_METADATA)
+    expected.tags = ["dws-nodes"]
+    expected.disk_type = "pd-ssd"
+    expected.disk_size_gb = 200
+    expected.gcfs_config = GcfsConfig(enabled=True)
+    expected.labels = {**LABELS, "team": "ml"}
+    expected.resource_labels = {**LABELS, "team": "ml"}
+    assert pool.config == expected
+    # Everything outside NodeConfig is the plan's alone.
+    pool.config = base.config
+    assert pool == base
+
+
+def test_without_node_settings_nothing_is_added() -> None:
+    """None: today's pools exactly (GKE's defaults, the Compute Engine default account)."""
+    config = with_settings(None).config
+    for field in (
+        "service_account",
+        "oauth_scopes",
+        "workload_metadata_config",
+        "tags",
+        "disk_type",
+        "disk_size_gb",
+        "gcfs_config",
+    ):
+        assert field not in config, field
+
+
+def test_default_node_settings_are_workload_identity_and_cloud_platform() -> None:
+    config = with_settings(PoolDefaults()).config
+    assert "service_account" not in config  # unset: GKE's default, with a warning at start
+    assert list(config.oauth_scopes) == ["https://www.googleapis.com/auth/cloud-platform"]
+    assert config.workload_metadata_config.mode == METADATA.GKE_METADATA
+    assert "disk_type" not in config
+    assert "gcfs_config" not in config
+
+
+def test_gce_metadata_can_be_asked_for() -> None:
+    config = with_settings(PoolDefaults(workload_metadata="GCE_METADATA")).config
+    assert config.workload_metadata_config.mode == METADATA.GCE_METADATA
+
+
+def test_extra_labels_never_replace_the_operators() -> None:
+    assert merge_labels({"a": "1"}, {"b": "2"}) == {"a": "1", "b": "2"}
+    with pytest.raises(ValueError, match="clash with the operator's own labels"):
+        merge_labels({"team": "ml"}, {"team": "other"})
+    plan = plan_slice(make_spec(tpu("v6e", "4x4")), pool_name="dws-pool")
+    with pytest.raises(ValueError, match="clash"):
+        render_node_pool(plan, name="p", labels={"team": "x"}, defaults=NODE_SETTINGS)
+
+
+def test_every_accelerator_kind_and_mode_gets_the_node_settings() -> None:
+    for accelerator in (tpu("v6e", "4x4"), tpu("v5p", "2x2x2"), gpu("nvidia-h100-80gb", nodes=2)):
+        for mode in ("FlexStart", "QueuedProvisioning", "Spot", "OnDemand"):
+            plan = plan_slice(make_spec(accelerator, mode), pool_name="dws-pool")
+            config = render_node_pool(
+                plan, name="dws-pool", labels=LABELS, defaults=NODE_SETTINGS
+            ).config
+            assert (config.service_account, config.disk_size_gb) == (NODE_SA, 200), mode
+            assert config.labels["team"] == "ml"
+
+
+def test_the_shape_follows_the_node_identity_not_the_extra_labels() -> None:
+    """A pool made for another service account (or disk, or metadata mode) is another
+    shape, so it is never handed to a request that would get the other identity; the
+    same settings give the same shape, so reuse goes on; extra labels, rewritten at
+    takeover like the operator's own, do not count."""
+    same = shape_of(with_settings(NODE_SETTINGS))
+    assert shape_of(with_settings(NODE_SETTINGS)) == same
+    relabelled = dataclasses.replace(NODE_SETTINGS, labels=(("team", "other"),))
+    assert shape_of(with_settings(relabelled)) == same
+    for other in (
+        dataclasses.replace(NODE_SETTINGS, service_account="x@p.iam.gserviceaccount.com"),
+        dataclasses.replace(NODE_SETTINGS, service_account=None),
+        dataclasses.replace(NODE_SETTINGS, workload_metadata="GCE_METADATA"),
+        dataclasses.replace(NODE_SETTINGS, disk_size_gb=100),
+        dataclasses.replace(NODE_SETTINGS, tags=()),
+        dataclasses.replace(NODE_SETTINGS, image_streaming=False),
+        dataclasses.replace(
+            NODE_SETTINGS, oauth_scopes=("https://www.googleapis.com/auth/logging.write",)
+        ),
+    ):
+        assert shape_of(with_settings(other)) != same, other
+    assert shape_of(with_settings(None)) != shape_of(with_settings(PoolDefaults()))

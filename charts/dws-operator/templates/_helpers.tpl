@@ -22,3 +22,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "dws-operator.serviceAccountName" -}}
 {{- default (include "dws-operator.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
+
+{{/* nodes.labels as DWS_NODE_LABELS: key=value pairs, comma-separated, sorted by key. */}}
+{{- define "dws-operator.nodeLabels" -}}
+{{- $pairs := list -}}
+{{- range $key, $value := . -}}
+{{- $pairs = append $pairs (printf "%s=%s" $key (toString $value)) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}

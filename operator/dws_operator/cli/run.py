@@ -62,6 +62,14 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--log-format", help="text or json: one JSON object per line (DWS_LOG_FORMAT)"
     )
+    parser.add_argument(
+        "--node-service-account",
+        help="Google service account (email) of the nodes of every pool the operator "
+        "creates (DWS_NODE_SERVICE_ACCOUNT; default: the Compute Engine default one, with "
+        "a warning). Other node settings: DWS_NODE_OAUTH_SCOPES, DWS_NODE_WORKLOAD_METADATA, "
+        "DWS_NODE_LABELS, DWS_NODE_TAGS, DWS_NODE_DISK_TYPE, DWS_NODE_DISK_SIZE_GB, "
+        "DWS_NODE_IMAGE_STREAMING",
+    )
     parser.set_defaults(run=run)
 
 
@@ -82,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
             lease_namespace=args.lease_namespace,
             metrics_port=args.metrics_port,
             log_format=args.log_format,
+            node_service_account=args.node_service_account,
         )
         lease = config.lease_settings()
     except ConfigError as error:

@@ -6,7 +6,7 @@ import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from dws_operator.api.base import DNS_LABEL_PATTERN
@@ -19,6 +19,7 @@ from dws_operator.controller.leader import (
     default_identity,
     default_namespace,
 )
+from dws_operator.gke.pool_defaults import PoolDefaults, PoolDefaultsError, parse_pool_defaults
 from dws_operator.reconcile.decide import RUNNING_POLL_SECONDS
 
 _PROJECT_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
@@ -88,6 +89,9 @@ class OperatorConfig:
     metrics_address: str = "0.0.0.0"
     #: `text` (people) or `json` (one object per line, for log pipelines).
     log_format: str = "text"
+    #: What every node pool the operator creates gets: service account, scopes,
+    #: metadata mode, extra labels, tags, boot disk, image streaming (DWS_NODE_*).
+    pool_defaults: PoolDefaults = field(default_factory=PoolDefaults)
 
     def lease_settings(self) -> LeaseSettings | None:
         """This process's candidacy for the Lease, None without leader election."""
@@ -180,6 +184,7 @@ class OperatorConfig:
         log_format = (get("log_format", "DWS_LOG_FORMAT") or "text").strip().lower()
         if log_format not in LOG_FORMATS:
             raise ConfigError(f"DWS_LOG_FORMAT={log_format!r} is not valid; use text or json")
+        pool_defaults = _pool_defaults(get)
         return cls(
             project,
             location,
@@ -199,7 +204,15 @@ class OperatorConfig:
             metrics_port=metrics_port or None,
             metrics_address=metrics_address,
             log_format=log_format,
+            pool_defaults=pool_defaults,
         )
+
+
+def _pool_defaults(get: Callable[[str, str], str | None]) -> PoolDefaults:
+    try:
+        return parse_pool_defaults(get)
+    except PoolDefaultsError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _lease(get: Callable[[str, str], str | None]) -> LeaseConfig | None:

@@ -39,6 +39,7 @@ from dws_operator.gke import (
     pool_labels,
     render_node_pool,
 )
+from dws_operator.gke.pool_defaults import PoolDefaults
 from dws_operator.gke.shapes import SHAPE_LABEL, shape_of
 from dws_operator.multislice import JOBSET_KIND, JOBSET_PLURAL
 from dws_operator.planning import SlicePlan
@@ -113,8 +114,13 @@ class Reconciler:
         config: ReconcileConfig,
         policies: Callable[[], WorkloadPolicyClient] | None = None,
         metrics: OperatorMetrics | None = None,
+        *,
+        pool_defaults: PoolDefaults | None = None,
     ) -> None:
         self.sources = sources
+        #: The operator's node settings, on every pool it renders (and so in each shape:
+        #: a pool made with other settings, another service account, is not reused).
+        self.pool_defaults = pool_defaults
         self.metrics = metrics or OperatorMetrics()
         #: Pools of steps left behind, until when their delete is held back.
         self._held: dict[str, float] = {}
@@ -294,7 +300,7 @@ class Reconciler:
         placement = plan.node_pool.placement_policy
         if placement is not None and placement.type == "WORKLOAD_POLICY":
             return None
-        return shape_of(render_node_pool(plan, name=own, labels={}))
+        return shape_of(render_node_pool(plan, name=own, labels={}, defaults=self.pool_defaults))
 
     def _held_back(self, key: Key, observed: Observed) -> Observed:
         """Pools of steps left behind whose delete GKE refused for good: said in the log,
@@ -399,8 +405,16 @@ class Reconciler:
                 )
             case TakeOverNodePool(name=name, plan=plan):
                 gke = self.sources.mutations
-                labels = self._labels(key, request.uid, plan)
-                ceiling = render_node_pool(plan, name=name, labels=labels).autoscaling
+                rendered = render_node_pool(
+                    plan,
+                    name=name,
+                    labels=self._labels(key, request.uid, plan),
+                    defaults=self.pool_defaults,
+                )
+                # The labels a new pool would get (the configured extra ones included):
+                # the update replaces the pool's labels wholesale.
+                labels = dict(rendered.config.resource_labels)
+                ceiling = rendered.autoscaling
                 takeover: tuple[Step, ...] = (
                     lambda: gke.relabel(name, labels),
                     lambda: gke.set_autoscaling(name, ceiling),
@@ -469,7 +483,13 @@ class Reconciler:
         async def create() -> Any:
             labels = self._labels(key, uid, plan)
             policy = await self._workload_policy(plan)
-            pool = render_node_pool(plan, name=name, labels=labels, workload_policy=policy)
+            pool = render_node_pool(
+                plan,
+                name=name,
+                labels=labels,
+                workload_policy=policy,
+                defaults=self.pool_defaults,
+            )
             return (await self.sources.mutations.create(pool, uid)).operation
 
         return create
@@ -480,7 +500,8 @@ class Reconciler:
         labels = pool_labels(key[0], key[1], uid)
         placement = plan.node_pool.placement_policy
         if plan.slices == 1 and not (placement and placement.type == "WORKLOAD_POLICY"):
-            labels[SHAPE_LABEL] = shape_of(render_node_pool(plan, name="", labels={}))
+            pool = render_node_pool(plan, name="", labels={}, defaults=self.pool_defaults)
+            labels[SHAPE_LABEL] = shape_of(pool)
         return labels
 
     async def _workload_policy(self, plan: SlicePlan) -> str | None:

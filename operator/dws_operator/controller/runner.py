@@ -22,11 +22,19 @@ from dws_operator.controller.handlers import EventMemories, build_registry
 from dws_operator.controller.kube import KubeApi, connect
 from dws_operator.controller.leader import LeaderElector, LeaseSettings
 from dws_operator.controller.metrics import OperatorMetrics
+from dws_operator.gke.pool_defaults import default_service_account_warning
 
 log = logging.getLogger(__name__)
 
 #: The exit code of a replica that lost the Lease (the container is restarted).
 LEASE_LOST_EXIT_CODE = 3
+
+
+def warn_about_settings(config: OperatorConfig) -> None:
+    """Settings that work but that a security review would flag, said once at start."""
+    warning = default_service_account_warning(config.pool_defaults)
+    if warning is not None:
+        log.warning("%s", warning)
 
 
 async def run_operator(
@@ -46,6 +54,7 @@ async def run_operator(
     `/metrics` is served on `config.metrics_port` (a standby replica's too: it says
     `dws_leader 0`)."""
     metrics = metrics or OperatorMetrics()
+    warn_about_settings(config)
     if config.metrics_port is not None and metrics.port is None:
         port = metrics.serve(config.metrics_port, config.metrics_address)
         log.info("metrics at http://%s:%d/metrics", config.metrics_address, port)

@@ -447,6 +447,7 @@ def build_controller(
         ),
         policies,
         metrics,
+        pool_defaults=config.pool_defaults,
     )
     controller = Controller(
         api, gke_api, cache, queue, dependents, snapshot, scheduler, shelf, reconciler

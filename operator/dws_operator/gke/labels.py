@@ -9,6 +9,7 @@ Kubernetes' (alphanumeric at both ends) are valid in both places, so one set ser
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from google.cloud import container_v1
 
@@ -55,3 +56,13 @@ def owned_by(pool: container_v1.NodePool, uid: str) -> bool:
     """
     owner = pool.config.resource_labels.get(UID_LABEL)
     return bool(uid) and owner == sanitize_label_value(uid)
+
+
+def merge_labels(own: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    """The operator's labels with configured extra ones. A clash is an error, never
+    an override: the operator reads its own labels back (owner, shape), and the
+    settings refuse its `LABEL_PREFIX` at start, so a clash here is a bug."""
+    clash = sorted(set(own) & set(extra))
+    if clash:
+        raise ValueError(f"extra node labels {clash} clash with the operator's own labels")
+    return {**extra, **own}

@@ -2,7 +2,9 @@
 
 Every field comes from `SlicePlan.node_pool` (GKE's node pool settings for each mode, as
 the catalog encodes them); this module only translates that plan into the API's types.
-Fields the plan leaves unset stay unset so GKE applies its own defaults.
+Fields the plan leaves unset stay unset so GKE applies its own defaults. The operator's
+node settings (`PoolDefaults`: service account, scopes, metadata mode, extra labels,
+tags, boot disk, image streaming) are the same for every pool and come on top.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ from google.cloud import container_v1
 from google.protobuf import duration_pb2
 
 from dws_operator.catalog import ReservationAffinity
-from dws_operator.gke.labels import owned_by, pool_labels
+from dws_operator.gke.labels import merge_labels, owned_by, pool_labels
+from dws_operator.gke.pool_defaults import PoolDefaults
 from dws_operator.planning import NodePoolSettings, SlicePlan
 
-__all__ = ["owned_by", "pool_labels", "render_node_pool"]
+__all__ = ["PoolDefaults", "owned_by", "pool_labels", "render_node_pool"]
 
 NodePool = container_v1.NodePool
 
@@ -31,6 +34,8 @@ _DRIVER_VERSIONS = {
     "LATEST": _DRIVER.LATEST,
     "INSTALLATION_DISABLED": _DRIVER.INSTALLATION_DISABLED,
 }
+_METADATA = container_v1.WorkloadMetadataConfig.Mode
+_METADATA_MODES = {"GKE_METADATA": _METADATA.GKE_METADATA, "GCE_METADATA": _METADATA.GCE_METADATA}
 _LOCATION_POLICIES = {
     "ANY": container_v1.NodePoolAutoscaling.LocationPolicy.ANY,
     "BALANCED": container_v1.NodePoolAutoscaling.LocationPolicy.BALANCED,
@@ -43,6 +48,7 @@ def render_node_pool(
     name: str,
     labels: dict[str, str],
     workload_policy: str | None = None,
+    defaults: PoolDefaults | None = None,
 ) -> NodePool:
     """The node pool GKE must create for `plan`, named `name` and carrying `labels`.
 
@@ -51,11 +57,15 @@ def render_node_pool(
     then carries only `placement_policy.policy_name`, as GKE's own tooling sends it
     (`--placement-policy`; xpk): no COMPACT type, which asks for the compact placement
     tpu7x refuses, and no `tpu_topology`, which GKE reads from the policy.
+
+    `defaults` are the operator's node settings; None renders none of them (GKE's
+    defaults: the Compute Engine default service account among them). Its extra labels
+    join `labels` on both the nodes and the VMs; a key of both is an error.
     """
     settings = plan.node_pool
     pool = NodePool(
         name=name,
-        config=_node_config(settings, labels),
+        config=_node_config(settings, labels, defaults),
         initial_node_count=settings.initial_node_count,
         autoscaling=_autoscaling(settings),
         locations=list(settings.zones),
@@ -90,12 +100,17 @@ def render_node_pool(
     return pool
 
 
-def _node_config(settings: NodePoolSettings, labels: dict[str, str]) -> container_v1.NodeConfig:
+def _node_config(
+    settings: NodePoolSettings, labels: dict[str, str], defaults: PoolDefaults | None
+) -> container_v1.NodeConfig:
+    merged = merge_labels(labels, defaults.label_map if defaults else {})
     config = container_v1.NodeConfig(
         machine_type=settings.machine_type,
-        labels=dict(labels),
-        resource_labels=dict(labels),
+        labels=dict(merged),
+        resource_labels=dict(merged),
     )
+    if defaults is not None:
+        _apply_defaults(config, defaults)
     if settings.flex_start:
         config.flex_start = True
     if settings.spot:
@@ -121,6 +136,22 @@ def _node_config(settings: NodePoolSettings, labels: dict[str, str]) -> containe
             values=list(affinity.values),
         )
     return config
+
+
+def _apply_defaults(config: container_v1.NodeConfig, defaults: PoolDefaults) -> None:
+    if defaults.service_account is not None:
+        config.service_account = defaults.service_account
+    config.oauth_scopes = list(defaults.oauth_scopes)
+    config.workload_metadata_config = container_v1.WorkloadMetadataConfig(
+        mode=_METADATA_MODES[defaults.workload_metadata]
+    )
+    config.tags = list(defaults.tags)
+    if defaults.disk_type is not None:
+        config.disk_type = defaults.disk_type
+    if defaults.disk_size_gb is not None:
+        config.disk_size_gb = defaults.disk_size_gb
+    if defaults.image_streaming:
+        config.gcfs_config = container_v1.GcfsConfig(enabled=True)
 
 
 def _autoscaling(settings: NodePoolSettings) -> container_v1.NodePoolAutoscaling:

@@ -11,6 +11,7 @@ clusters:
   - name: projects/dws-sandbox/locations/us-east5/clusters/sandbox
     version: 1.34.1-gke.1000000  # GetCluster's current_master_version (this is the default)
     concurrent_operations_quota: 5  # operations not yet DONE at once (GKE's default)
+    workload_identity: true      # workload pool PROJECT.svc.id.goog (this is the default)
 quotas:                          # accelerator -> chips (TPU) or GPUs, summed over pools
   nvidia-h100-80gb: 16
   tpu-v6e-slice: 64
@@ -162,10 +163,19 @@ class ClusterConfig(EmulatorModel):
     #: Operations (node pool create, delete, resize, update) the cluster runs at once;
     #: one more is refused with RESOURCE_EXHAUSTED "Too many operations".
     concurrent_operations_quota: int = Field(DEFAULT_CONCURRENT_OPERATIONS, ge=1)
+    #: Workload Identity on the cluster (GetCluster's `workload_identity_config`): pools
+    #: with `GKE_METADATA` need it. On, as the GKE clusters the operator is installed in
+    #: (README: "a GKE Standard cluster with Workload Identity enabled").
+    workload_identity: bool = True
 
     @property
     def project(self) -> str:
         return self.name.split("/")[1]
+
+    @property
+    def workload_pool(self) -> str:
+        """`PROJECT_ID.svc.id.goog`, GKE's one workload pool per project; "" when off."""
+        return f"{self.project}.svc.id.goog" if self.workload_identity else ""
 
     @property
     def location(self) -> str:

@@ -15,6 +15,7 @@ from dws_operator.api.base import NODE_POOL_NAME_PATTERN
 from dws_operator.catalog import GPU_ACCELERATORS, MAX_RUN_DURATION_SECONDS, topology_chips
 from dws_operator.catalog.modes import RESERVATION_NAME_KEY
 from dws_workshop.emulator.config import ClusterConfig
+from dws_workshop.emulator.node_config_rules import check_node_config
 from dws_workshop.emulator.placement import PolicyLookup, check_placement, tpu_machine
 from dws_workshop.emulator.status import invalid
 
@@ -141,6 +142,7 @@ def validate_new_pool(
     if topology is not None:
         check_slice_maximum("node_pool.autoscaling", pool, topology)
     _check_gpus(config)
+    check_node_config(config, cluster)
 
 
 def _check_one_zone(pool: container_v1.NodePool, cluster: ClusterConfig) -> None:

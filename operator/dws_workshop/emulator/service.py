@@ -199,6 +199,9 @@ class ClusterManagerService:
             current_node_version=version,
             endpoint="127.0.0.1",
             node_pools=[clone(p.pool) for p in cluster.pools.values()],
+            workload_identity_config=container_v1.WorkloadIdentityConfig(
+                workload_pool=cluster.config.workload_pool
+            ),
         )
 
     def list_node_pools(
