@@ -228,7 +228,9 @@ def test_each_pod_learns_its_slice_from_the_jobset_controllers_job_index() -> No
         f"{NAME}-s-$(MEGASCALE_SLICE_ID)-0.{NAME},{NAME}-s-$(MEGASCALE_SLICE_ID)-1.{NAME}"
     )
     assert by_name["TPU_WORKER_ID"]["valueFrom"] == {
-        "fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}
+        "fieldRef": {
+            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+        }
     }
     assert by_name["MEGASCALE_NUM_SLICES"]["value"] == "2"
     # Slice 0's first worker: the JobSet controller's `<jobset>-<rjob>-<job>-<pod>`.
