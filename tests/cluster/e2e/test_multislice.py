@@ -207,19 +207,33 @@ def test_more_slices_than_kueues_podset_limit_run_through_kueue(
 ) -> None:
     scenario = stack(SimScenario(clock_factor=CLOCK), kueue=KueueMode.REQUIRED, queue=LOCAL_QUEUE)
     apply_kueue_objects(scenario.api, dws_objects([e2e_namespace], f"dws-{e2e_namespace}"))
-    scenario.create(tpu("v5p", "2x2x2", slices=MANY_SLICES), template=sim("30s"))
+    scenario.create(tpu("v5p", "2x2x2", slices=MANY_SLICES), template=sim("60s"))
     pools = pools_of(scenario, MANY_SLICES)
     [jobset] = eventually(lambda: jobsets(scenario), timeout=60, what="the JobSet")
     [rjob] = jobset["spec"]["replicatedJobs"]
     assert rjob["replicas"] == MANY_SLICES
     hosts = MANY_SLICES * 2
+    # Where each pod ran, gathered while they run: the slices start over many seconds
+    # (20 pools to scale up), so the first may end before the last begins.
+    placed: dict[str, tuple[str, int]] = {}
+    node_pool: dict[str, str] = {}
 
-    def running_pods() -> list[k8s.V1Pod] | None:
-        running = [p for p in pods(scenario) if p.status.phase == "Running"]
-        return running if len(running) == hosts else None
+    def every_pod_placed() -> bool:
+        node_pool.update(
+            (n.metadata.name, n.metadata.labels[POOL_LABEL])
+            for n in all_nodes(scenario, MANY_SLICES)
+        )
+        for pod in pods(scenario):
+            node = pod.spec.node_name
+            if node and node in node_pool and pod.status.phase in ("Running", "Succeeded"):
+                index = int(pod.metadata.labels[JOB_INDEX])
+                placed[pod.metadata.name] = (node_pool[node], index)
+        return len(placed) == hosts
 
-    running = eventually(running_pods, timeout=240, what=f"{hosts} pods running")
-    by_pool = slices_by_pool(scenario, running, MANY_SLICES)
+    eventually(every_pod_placed, timeout=300, what=f"all {hosts} pods placed and started")
+    by_pool: dict[str, set[int]] = {}
+    for pool, index in placed.values():
+        by_pool.setdefault(pool, set()).add(index)
     by_slice = pools_by_slice(by_pool)
     # Every slice's pods on exactly one pool...
     assert sorted(by_slice) == list(range(MANY_SLICES))
