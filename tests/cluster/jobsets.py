@@ -1,8 +1,14 @@
-"""JobSets as the operator will render them for multi-slice TPU training, TPU slices as kwok
-nodes for them to run on, and reading JobSets back: shared by the JobSet and Kueue tests.
+"""JobSets for multi-slice TPU training, TPU slices as kwok nodes for them to run on, and
+reading JobSets back: shared by the JobSet and Kueue tests.
+
+Two shapes: `multislice_manifest` is the operator's (dws_operator.multislice): one
+replicatedJob of `replicas: N`, JobSet's exclusive placement on the node pool label and a
+node affinity list of the slices' pools. `jobset_manifest` is the earlier one: one
+replicatedJob per slice, pinned to its pool by nodeSelector (one Kueue PodSet per slice).
 
 The JobSets are fully defaulted (network, successPolicy, failurePolicy, startupPolicy,
-completionMode, restartPolicy): no JobSet webhook runs in the devcluster (see
+completionMode, restartPolicy), as the operator renders them, although the devcluster's
+JobSet manager registers JobSet's defaulting webhook (see
 dws_workshop.devcluster.jobset).
 """
 
@@ -22,7 +28,13 @@ from dws_operator.catalog import (
     TPU_TAINT_KEY,
     TPU_TAINT_VALUE,
 )
-from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
+from dws_operator.multislice import (
+    EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_GROUP,
+    JOBSET_PLURAL,
+    JOBSET_VERSION,
+    REPLICATED_JOB_NAME,
+)
 from dws_operator.workload import QUEUE_LABEL
 from dws_workshop.devcluster.kubeerrors import NotFound, typed_errors
 from dws_workshop.devcluster.stages import SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION
@@ -69,32 +81,10 @@ def jobset_manifest(
 ) -> Obj:
     """A JobSet with one replicatedJob (replicas 1, an Indexed Job of `hosts` pods) per
     slice, labelled for Kueue's `queue` when given."""
-    chips = str(CHIPS_PER_HOST)
 
     def replicated_job(part: Slice) -> Obj:
-        pod = {
-            "metadata": {"annotations": part.pod_annotations},
-            "spec": {
-                "restartPolicy": "Never",
-                "nodeSelector": {
-                    NODE_POOL_LABEL_KEY: part.pool,
-                    TPU_ACCELERATOR_LABEL_KEY: TPU_ACCELERATOR,
-                },
-                "tolerations": [
-                    {"key": TPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
-                ],
-                "containers": [
-                    {
-                        "name": "train",
-                        "image": IMAGE,
-                        "resources": {
-                            "requests": {"cpu": "1", "memory": "1Gi", TPU_RESOURCE: chips},
-                            "limits": {TPU_RESOURCE: chips},
-                        },
-                    }
-                ],
-            },
-        }
+        pod = _slice_pod(part.pod_annotations)
+        pod["spec"]["nodeSelector"][NODE_POOL_LABEL_KEY] = part.pool
         return {
             "name": part.name,
             "replicas": 1,
@@ -123,6 +113,84 @@ def jobset_manifest(
             "failurePolicy": {"maxRestarts": max_restarts},
             "startupPolicy": {"startupPolicyOrder": "AnyOrder"},
             "replicatedJobs": [replicated_job(s) for s in slices],
+        },
+    }
+
+
+def _slice_pod(annotations: Obj) -> Obj:
+    """A TPU slice host's pod, selecting the accelerator (the pool comes on top)."""
+    chips = str(CHIPS_PER_HOST)
+    return {
+        "metadata": {"annotations": annotations},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {TPU_ACCELERATOR_LABEL_KEY: TPU_ACCELERATOR},
+            "tolerations": [{"key": TPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [
+                {
+                    "name": "train",
+                    "image": IMAGE,
+                    "resources": {
+                        "requests": {"cpu": "1", "memory": "1Gi", TPU_RESOURCE: chips},
+                        "limits": {TPU_RESOURCE: chips},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def multislice_manifest(
+    name: str,
+    pools: tuple[str, ...],
+    *,
+    hosts: int = HOSTS_PER_SLICE,
+    run_for: str = "1s",
+    queue: str | None = None,
+    suspend: bool = False,
+) -> Obj:
+    """The operator's shape: one replicatedJob `s` of `len(pools)` replicas (an Indexed
+    Job of `hosts` pods each), exclusive placement per node pool, the pods allowed onto
+    `pools` only."""
+    pod = _slice_pod({SIM_DURATION_ANNOTATION: run_for})
+    in_pools = {"key": NODE_POOL_LABEL_KEY, "operator": "In", "values": list(pools)}
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [in_pools]}]
+            }
+        }
+    }
+    metadata: Obj = {
+        "name": name,
+        "annotations": {EXCLUSIVE_TOPOLOGY_ANNOTATION: NODE_POOL_LABEL_KEY},
+    }
+    if queue is not None:
+        metadata["labels"] = {QUEUE_LABEL: queue}
+    replicated = {
+        "name": REPLICATED_JOB_NAME,
+        "replicas": len(pools),
+        "template": {
+            "spec": {
+                "completionMode": "Indexed",
+                "completions": hosts,
+                "parallelism": hosts,
+                "backoffLimit": 0,
+                "template": pod,
+            }
+        },
+    }
+    return {
+        "apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}",
+        "kind": "JobSet",
+        "metadata": metadata,
+        "spec": {
+            "suspend": suspend,
+            "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+            "successPolicy": {"operator": "All"},
+            "failurePolicy": {"maxRestarts": 0},
+            "startupPolicy": {"startupPolicyOrder": "AnyOrder"},
+            "replicatedJobs": [replicated],
         },
     }
 

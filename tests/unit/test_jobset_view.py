@@ -40,7 +40,7 @@ def child(name: str, ready: int = 0, failed: tuple[str, str] | None = None) -> J
 
 
 def test_running_counts_ready_pods_over_every_slice() -> None:
-    view = jobset_view(jobset(), [child("mega-s0-0", 2), child("mega-s1-0", 1)], UID)
+    view = jobset_view(jobset(), [child("mega-s-0", 2), child("mega-s-1", 1)], UID)
     assert (view.ready, view.complete, view.failed) == (3, False, False)
     assert view.ours
 
@@ -53,7 +53,7 @@ def test_completed() -> None:
 def test_failed_by_the_code_is_not_a_lost_node() -> None:
     failed = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
     view = jobset_view(
-        jobset(("Failed", "True", "ReachedMaxRestarts")), [child("mega-s1-0", failed=failed)], UID
+        jobset(("Failed", "True", "ReachedMaxRestarts")), [child("mega-s-1", failed=failed)], UID
     )
     assert (view.failed, view.disrupted) == (True, False)
     assert view.failure_reason == "ReachedMaxRestarts"
@@ -63,7 +63,7 @@ def test_a_slice_that_lost_a_node_makes_the_jobset_disrupted() -> None:
     lost = ("PodFailurePolicy", "Container train for pod x failed: DisruptionTarget")
     view = jobset_view(
         jobset(("Failed", "True", "ReachedMaxRestarts")),
-        [child("mega-s0-0", 2), child("mega-s1-0", failed=lost)],
+        [child("mega-s-0", 2), child("mega-s-1", failed=lost)],
         UID,
     )
     assert (view.failed, view.disrupted) == (True, True)
@@ -71,7 +71,7 @@ def test_a_slice_that_lost_a_node_makes_the_jobset_disrupted() -> None:
 
 def test_a_lost_node_before_the_jobset_failed_changes_nothing_yet() -> None:
     lost = ("PodFailurePolicy", "Container train for pod x failed: DisruptionTarget")
-    view = jobset_view(jobset(), [child("mega-s1-0", failed=lost)], UID)
+    view = jobset_view(jobset(), [child("mega-s-1", failed=lost)], UID)
     assert (view.failed, view.disrupted) == (False, False)
 
 

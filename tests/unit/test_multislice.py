@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from dws_operator.api import Phase, TrainingRequestSpec, TrainingRequestStatus
-from dws_operator.multislice import JOBSET_KIND, render_jobset
+from dws_operator.api.spec import MAX_RESTARTS, MAX_SLICES
+from dws_operator.kube_types import JobSet
+from dws_operator.multislice import (
+    JOBSET_KIND,
+    MAX_MULTISLICE_NAME,
+    child_job_name,
+    render_jobset,
+)
 from dws_operator.naming import MAX_NODE_POOL_NAME, default_node_pool_name, slice_pool_names
 from dws_operator.planning import SlicePlan, plan_slice
 from dws_operator.reconcile import (
@@ -137,33 +144,139 @@ def test_pool_names_for_request() -> None:
 # -- render_jobset ----------------------------------------------------------------------
 
 
-def test_jobset_has_one_indexed_job_per_slice_pinned_to_its_pool() -> None:
+def pod_spec_of(jobset: JobSet) -> dict[str, Any]:
+    [rjob] = jobset["spec"]["replicatedJobs"]
+    return rjob["template"]["spec"]["template"]["spec"]
+
+
+def test_jobset_has_one_replicated_job_of_one_indexed_job_per_slice() -> None:
     jobset = render_jobset(REF, spec(), plan())
     assert (jobset["apiVersion"], jobset["kind"]) == ("jobset.x-k8s.io/v1alpha2", "JobSet")
     assert jobset["metadata"]["name"] == NAME
     assert jobset["metadata"]["ownerReferences"][0]["uid"] == UID
-    replicated = jobset["spec"]["replicatedJobs"]
-    assert [r["name"] for r in replicated] == ["s0", "s1"]
-    for index, rjob in enumerate(replicated):
-        assert rjob["replicas"] == 1
-        job = rjob["template"]["spec"]
-        assert (job["completionMode"], job["completions"], job["parallelism"]) == ("Indexed", 2, 2)
-        assert job["backoffLimit"] == 0
-        pod = job["template"]["spec"]
-        assert pod["nodeSelector"]["cloud.google.com/gke-nodepool"] == POOLS[index]
-        assert pod["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == "2x2x2"
-        assert pod["restartPolicy"] == "Never"
-        assert pod["subdomain"] == NAME
-        container = pod["containers"][0]
-        assert container["resources"]["limits"]["google.com/tpu"] == "4"
-        env = {e["name"]: e.get("value") for e in container["env"]}
-        assert env["MEGASCALE_NUM_SLICES"] == "2"
-        assert env["MEGASCALE_SLICE_ID"] == str(index)
-        assert env["MEGASCALE_COORDINATOR_ADDRESS"] == f"{NAME}-s0-0-0.{NAME}"
-        assert env["TPU_WORKER_HOSTNAMES"] == (
-            f"{NAME}-s{index}-0-0.{NAME},{NAME}-s{index}-0-1.{NAME}"
-        )
-        assert env["DWS_ATTEMPT"] == "0"
+    # One replicatedJob: one Kueue PodSet, whatever the number of slices.
+    [rjob] = jobset["spec"]["replicatedJobs"]
+    assert (rjob["name"], rjob["replicas"]) == ("s", 2)
+    job = rjob["template"]["spec"]
+    assert (job["completionMode"], job["completions"], job["parallelism"]) == ("Indexed", 2, 2)
+    assert job["backoffLimit"] == 0
+    pod = job["template"]["spec"]
+    assert pod["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == "2x2x2"
+    assert "cloud.google.com/gke-nodepool" not in pod["nodeSelector"]
+    assert pod["restartPolicy"] == "Never"
+    assert pod["subdomain"] == NAME
+    assert pod["containers"][0]["resources"]["limits"]["google.com/tpu"] == "4"
+
+
+def test_each_slice_gets_a_pool_of_its_own_among_the_requests_pools() -> None:
+    jobset = render_jobset(REF, spec(), plan())
+    # JobSet's exclusive placement: one child Job (slice) per node pool.
+    assert jobset["metadata"]["annotations"] == {
+        "alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"
+    }
+    required = pod_spec_of(jobset)["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert required["nodeSelectorTerms"] == [
+        {
+            "matchExpressions": [
+                {"key": "cloud.google.com/gke-nodepool", "operator": "In", "values": list(POOLS)}
+            ]
+        }
+    ]
+
+
+def test_the_pool_requirement_joins_every_term_of_the_users_node_affinity() -> None:
+    zone = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east5-a"]}
+    other = {"key": "example.com/rack", "operator": "Exists"}
+    body = spec_body(
+        tpu("v5p", "2x2x2", slices=2),
+        template={
+            "spec": {
+                "containers": [{"name": "train", "image": "train:1"}],
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [zone]},
+                                {"matchExpressions": [other]},
+                            ]
+                        }
+                    }
+                },
+            }
+        },
+    )
+    pools = {"key": "cloud.google.com/gke-nodepool", "operator": "In", "values": list(POOLS)}
+    terms = pod_spec_of(render_jobset(REF, spec(body), plan(body)))["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [zone, pools]}, {"matchExpressions": [other, pools]}]
+
+
+def test_each_pod_learns_its_slice_from_the_jobset_controllers_job_index() -> None:
+    container = pod_spec_of(render_jobset(REF, spec(), plan()))["containers"][0]
+    env = container["env"]
+    names = [e["name"] for e in env]
+    by_name = {e["name"]: e for e in env}
+    assert by_name["MEGASCALE_SLICE_ID"]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/job-index']"}
+    }
+    # Dependent variables expand only those defined earlier in the list.
+    assert names.index("MEGASCALE_SLICE_ID") < names.index("TPU_WORKER_HOSTNAMES")
+    assert by_name["TPU_WORKER_HOSTNAMES"]["value"] == (
+        f"{NAME}-s-$(MEGASCALE_SLICE_ID)-0.{NAME},{NAME}-s-$(MEGASCALE_SLICE_ID)-1.{NAME}"
+    )
+    assert by_name["TPU_WORKER_ID"]["valueFrom"] == {
+        "fieldRef": {
+            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+        }
+    }
+    assert by_name["MEGASCALE_NUM_SLICES"]["value"] == "2"
+    # Slice 0's first worker: the JobSet controller's `<jobset>-<rjob>-<job>-<pod>`.
+    assert by_name["MEGASCALE_COORDINATOR_ADDRESS"]["value"] == f"{NAME}-s-0-0.{NAME}"
+    assert by_name["DWS_ATTEMPT"]["value"] == "0"
+    assert child_job_name(NAME, 3) == f"{NAME}-s-3"
+
+
+def test_slice_pods_use_the_host_network_with_cluster_dns() -> None:
+    pod = pod_spec_of(render_jobset(REF, spec(), plan()))
+    assert (pod["hostNetwork"], pod["dnsPolicy"]) == (True, "ClusterFirstWithHostNet")
+    # As the API server defaults them for hostNetwork: hostPort = containerPort.
+    ports = pod["containers"][0]["ports"]
+    assert [(p["containerPort"], p["hostPort"]) for p in ports] == [(8471, 8471), (8431, 8431)]
+
+
+def test_a_template_that_turns_the_host_network_off_keeps_it_off() -> None:
+    body = spec_body(
+        tpu("v5p", "2x2x2", slices=2),
+        template={
+            "spec": {"hostNetwork": False, "containers": [{"name": "train", "image": "train:1"}]}
+        },
+    )
+    pod = pod_spec_of(render_jobset(REF, spec(body), plan(body)))
+    assert pod["hostNetwork"] is False
+    assert "dnsPolicy" not in pod
+    assert all("hostPort" not in p for p in pod["containers"][0]["ports"])
+
+
+def test_twenty_slices_are_still_one_replicated_job() -> None:
+    body = spec_body(tpu("v5e", "2x4", slices=20))
+    base = default_node_pool_name(NAME, UID, slices=20)
+    jobset = render_jobset(REF, spec(body), plan_slice(spec(body), pool_name=base))
+    [rjob] = jobset["spec"]["replicatedJobs"]
+    assert rjob["replicas"] == 20
+    [term] = pod_spec_of(jobset)["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert term["matchExpressions"][0]["values"] == list(slice_pool_names(base, 20))
+
+
+def test_the_longest_pod_name_of_a_maximal_request_fits_a_dns_label() -> None:
+    """JobSet's webhook: `<jobset>-<rjob>-<last job>-<last pod>-abcde` <= 63 characters."""
+    jobset = "n" * MAX_MULTISLICE_NAME + f"-r{MAX_RESTARTS}"
+    longest = f"{child_job_name(jobset, MAX_SLICES - 1)}-2239-abcde"
+    assert len(longest) <= 63
 
 
 def test_jobset_spells_out_what_its_webhook_would_default() -> None:
@@ -183,6 +296,7 @@ def test_queued_jobset_is_suspended_with_the_queue_label() -> None:
     # The queue label is the JobSet's only: Kueue must not see the child Jobs as workloads.
     for rjob in jobset["spec"]["replicatedJobs"]:
         assert QUEUE_LABEL not in rjob["template"]["metadata"]["labels"]
+    assert "alpha.jobset.sigs.k8s.io/exclusive-topology" in jobset["metadata"]["annotations"]
 
 
 def test_render_jobset_needs_every_pool_name() -> None:

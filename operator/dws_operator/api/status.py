@@ -75,7 +75,7 @@ class NodePoolStatus(ApiModel):
 class SliceStatus(ApiModel):
     """One slice: its node pool and how many Nodes that pool has now."""
 
-    index: int = Field(ge=0, description="Slice index (MEGASCALE_SLICE_ID of its pods).")
+    index: int = Field(ge=0, description="Index of the slice's node pool (-s<index>).")
     node_pool: str = Field(description="GKE node pool of the slice.")
     nodes: int = Field(ge=0, description="Kubernetes Nodes of the pool when last observed.")
 

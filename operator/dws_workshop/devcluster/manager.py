@@ -2,7 +2,7 @@
 
 What such managers share here: a work directory swept like the devcluster's when its
 owner was killed, a throw-away serving certificate for the webhook server they start
-even when no webhook is registered, health probes on a free 127.0.0.1 port, and a start
+(registered with the API server or not), health probes on a free 127.0.0.1 port, and a start
 that returns once both /healthz and /readyz answer 200, or fails with the manager's log
 as soon as it exits. Subclasses write their configuration and say how to run the binary.
 """
@@ -51,6 +51,9 @@ class ManagerProcess:
         self.metrics_port = free_port()
         self.webhook_port = free_port()
         self.startup_seconds = 0.0
+        #: The CA of the serving certificate (`serving_certificate`), for a webhook
+        #: configuration's caBundle.
+        self.ca_cert: Path | None = None
         self._child: ChildProcess | None = None
 
     # -- what a subclass provides ----------------------------------------------------
@@ -122,6 +125,7 @@ class ManagerProcess:
         """`directory` with tls.crt and tls.key for 127.0.0.1, as controller-runtime's
         webhook and metrics servers read them."""
         pki = create_pki(self.workdir / "pki")
+        self.ca_cert = pki.ca_cert
         directory.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(pki.serving_cert, directory / "tls.crt")
         shutil.copyfile(pki.serving_key, directory / "tls.key")

@@ -12,10 +12,14 @@ by kwok) with the pool as the emulator holds it:
   be: a resize or a lower autoscaling maximum removes nodes, a larger count adds them
   once there is capacity. Nodes of a pool that is deleted (or being deleted) go.
 - Scale-up (RUNNING pools with autoscaling max > 0, not queued): unschedulable pending
-  pods that select the pool (a `cloud.google.com/gke-nodepool` node selector, or, without
-  one, the first pool by name whose nodes they fit, see `nodes.accepts`) raise the
-  count by one node per pending pod beyond the pool's empty nodes (a multi-host TPU
-  slice comes whole: all its VMs at once), never above the pool's maximum. The nodes
+  pods that select the pool (a `cloud.google.com/gke-nodepool` node selector; a pool
+  picked by scheduling for a pod with a node affinity list of pools and pod
+  (anti-)affinity on the pool label, as a multi-slice JobSet's leaders have: one of the
+  pools it allows that no other child Job occupies or has claimed in this pass, see
+  `autoscaler_view.pending_by_pool` and `pool_affinity`; or, without either, the first
+  pool by name whose nodes they fit, see `nodes.accepts`) raise the count by one node
+  per pending pod beyond the pool's empty nodes (a multi-host TPU slice comes whole: all
+  its VMs at once), never above the pool's maximum. The nodes
   appear when the scenario's capacity model says so, in the first of the pool's zones
   with capacity; a pool with per-zone limits (`max_node_count`) holds at most that many
   in each zone, so a regional pool's maximum is the per-zone one times its zones.

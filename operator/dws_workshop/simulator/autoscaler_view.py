@@ -15,9 +15,10 @@ from typing import Any
 from google.cloud import container_v1
 
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
-from dws_operator.gke.ceiling import zone_limit
+from dws_operator.gke.ceiling import max_nodes, zone_limit
 from dws_operator.kueue_objects import CONSUME_PROVREQ_ANNOTATION
 from dws_workshop.simulator.nodes import ZONE_LABEL_KEY, PoolShape, accepts
+from dws_workshop.simulator.pool_affinity import PoolOccupants, allowed_pools, places_by_pool
 
 PoolStatus = container_v1.NodePool.Status
 POD_DONE_PHASES = ("Succeeded", "Failed")
@@ -143,15 +144,65 @@ def fits(shape: PoolShape, spec: Obj) -> bool:
     )
 
 
+def _occupants(pools: dict[str, ScalingPool], busy: dict[str, list[Obj]]) -> PoolOccupants:
+    """The live pods bound to each pool's nodes."""
+    occupants = PoolOccupants()
+    for pool in pools.values():
+        for node in pool.nodes:
+            for pod in busy.get(name_of(node), []):
+                occupants.add(pool.name, pod)
+    return occupants
+
+
+def _pool_chosen_by_scheduling(
+    pod: Obj,
+    candidates: list[ScalingPool],
+    occupants: PoolOccupants,
+    free: dict[str, int],
+) -> ScalingPool | None:
+    """The pool a pod whose pool is picked at scheduling time lands on (see
+    `pool_affinity`): of the pools its node affinity allows, that it fits and whose
+    occupants its pod (anti-)affinity accepts, one with a free node (the scheduler
+    would bind it there, no scale-up), else an empty one (no nodes: unclaimed), else
+    any; the first by name within each. None when no pool can take it."""
+    spec = pod["spec"]
+    allowed = allowed_pools(spec)
+    names = [p.name for p in candidates]
+    eligible = [
+        p
+        for p in candidates
+        if (allowed is None or p.name in allowed)
+        # A pool at its maximum takes a pod only on a free node (the autoscaler
+        # never grows a node group past its maximum).
+        and (free.get(p.name, 0) > 0 or max_nodes(p.pool) > len(p.nodes))
+        and fits(p.shape, spec)
+        and occupants.admits(pod, p.name, names)
+    ]
+
+    def rank(pool: ScalingPool) -> tuple[int, str]:
+        if free.get(pool.name, 0) > 0:
+            return 0, pool.name
+        return (1 if not pool.nodes and pool.count == 0 else 2), pool.name
+
+    return min(eligible, key=rank, default=None)
+
+
 def pending_by_pool(pools: dict[str, ScalingPool], pods: list[Obj]) -> dict[str, list[Obj]]:
     """Unschedulable pods by the (running, non-queued) pool that would take them: the one
-    their `cloud.google.com/gke-nodepool` selector names, or else the first by name they fit.
-    Pods that consume a ProvisioningRequest wait for that, not for the autoscaler."""
+    their `cloud.google.com/gke-nodepool` selector names; for a pod whose pool is chosen
+    by scheduling (a node affinity list of pools, pod (anti-)affinity on the pool label:
+    a multi-slice JobSet's leader pods), the pool `_pool_chosen_by_scheduling` picks,
+    the pods taken in name order, each counting for the next; else the first pool by
+    name they fit. Pods that consume a ProvisioningRequest wait for that, not for the
+    autoscaler."""
     candidates = sorted(
         (p for p in pools.values() if p.running and not p.shape.queued), key=lambda p: p.name
     )
+    busy = busy_nodes(pods)
+    occupants = _occupants(pools, busy)
+    free = {p.name: sum(1 for n in p.nodes if name_of(n) not in busy) for p in candidates}
     found: dict[str, list[Obj]] = {}
-    for pod in pods:
+    for pod in sorted(pods, key=lambda p: (p["metadata"].get("namespace", ""), name_of(p))):
         if not unschedulable(pod):
             continue
         annotations = pod["metadata"].get("annotations") or {}
@@ -162,6 +213,14 @@ def pending_by_pool(pools: dict[str, ScalingPool], pods: list[Obj]) -> dict[str,
         if named is not None:
             if named in pools:
                 found.setdefault(named, []).append(pod)
+                occupants.add(named, pod)
+            continue
+        if places_by_pool(pod["spec"]):
+            chosen = _pool_chosen_by_scheduling(pod, candidates, occupants, free)
+            if chosen is not None:
+                found.setdefault(chosen.name, []).append(pod)
+                occupants.add(chosen.name, pod)
+                free[chosen.name] = max(free[chosen.name] - 1, 0)
             continue
         match = next((p for p in candidates if fits(p.shape, pod["spec"])), None)
         if match is not None:

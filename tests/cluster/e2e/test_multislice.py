@@ -1,5 +1,7 @@
-"""Multislice end to end: two v5p 2x2x2 slices as one JobSet on two pools (the real JobSet
-controller, Kueue's JobSet integration, kwok nodes from the emulator's autoscaler)."""
+"""Multislice end to end: v5p 2x2x2 slices as one JobSet of one replicatedJob, each slice
+on a node pool of its own (the real JobSet controller and its exclusive-placement
+webhooks, Kueue's JobSet integration, kwok nodes from the emulator's autoscaler). Two
+slices, and more slices than a Kueue Workload holds PodSets (18 in v0.19)."""
 
 from __future__ import annotations
 
@@ -21,23 +23,47 @@ from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually
 
 POOL_LABEL = "cloud.google.com/gke-nodepool"
+JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 TWO_SLICES = tpu("v5p", "2x2x2", slices=2)
 
 
-def pools_of(scenario: Scenario) -> tuple[str, ...]:
+def pools_of(scenario: Scenario, slices: int = 2) -> tuple[str, ...]:
     body = scenario.get()
     assert body is not None
     uid = body["metadata"]["uid"]
-    return slice_pool_names(default_node_pool_name(scenario.name, uid, slices=2), 2)
+    return slice_pool_names(default_node_pool_name(scenario.name, uid, slices=slices), slices)
 
 
 def nodes_of(scenario: Scenario, pool: str) -> list[k8s.V1Node]:
     return list(scenario.core.list_node(label_selector=f"{POOL_LABEL}={pool}").items)
 
 
-def all_nodes(scenario: Scenario) -> list[k8s.V1Node]:
-    return [n for pool in pools_of(scenario) for n in nodes_of(scenario, pool)]
+def all_nodes(scenario: Scenario, slices: int = 2) -> list[k8s.V1Node]:
+    return [n for pool in pools_of(scenario, slices) for n in nodes_of(scenario, pool)]
+
+
+def slices_by_pool(
+    scenario: Scenario, running: list[k8s.V1Pod], slices: int
+) -> dict[str, set[int]]:
+    """The slices (the JobSet controller's job index) whose pods run on each pool."""
+    node_pool = {
+        n.metadata.name: n.metadata.labels[POOL_LABEL] for n in all_nodes(scenario, slices)
+    }
+    found: dict[str, set[int]] = {}
+    for pod in running:
+        found.setdefault(node_pool[pod.spec.node_name], set()).add(
+            int(pod.metadata.labels[JOB_INDEX])
+        )
+    return found
+
+
+def pools_by_slice(by_pool: dict[str, set[int]]) -> dict[int, set[str]]:
+    found: dict[int, set[str]] = {}
+    for pool, indexes in by_pool.items():
+        for index in indexes:
+            found.setdefault(index, set()).add(pool)
+    return found
 
 
 def jobsets(scenario: Scenario) -> list[dict[str, Any]]:
@@ -71,22 +97,29 @@ def test_two_slices_run_as_one_jobset_through_kueue(
     [jobset] = eventually(lambda: jobsets(scenario), timeout=60, what="the JobSet")
     assert jobset["metadata"]["name"] == scenario.name
     assert jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "dws-queue"
-    assert [r["name"] for r in jobset["spec"]["replicatedJobs"]] == ["s0", "s1"]
+    [rjob] = jobset["spec"]["replicatedJobs"]
+    assert (rjob["name"], rjob["replicas"]) == ("s", 2)
 
     def running_pods() -> list[k8s.V1Pod] | None:
         running = [p for p in pods(scenario) if p.status.phase == "Running"]
         return running if len(running) == 4 else None
 
     running = eventually(running_pods, timeout=60, what="4 pods running on 2 slices")
-    # Each slice's two pods run on its own pool, and know their slice.
-    by_pool: dict[str, set[int]] = {}
-    node_pool = {n.metadata.name: n.metadata.labels[POOL_LABEL] for n in all_nodes(scenario)}
+    # Each slice's two pods run on one pool, a pool of its own (exclusive placement).
+    assert slices_by_pool(scenario, running, 2) in (
+        {first: {0}, second: {1}},
+        {first: {1}, second: {0}},
+    )
     for pod in running:
-        env = {e.name: e.value for e in pod.spec.containers[0].env}
-        by_pool.setdefault(node_pool[pod.spec.node_name], set()).add(int(env["MEGASCALE_SLICE_ID"]))
-        assert env["MEGASCALE_NUM_SLICES"] == "2"
-        assert env["MEGASCALE_COORDINATOR_ADDRESS"] == f"{scenario.name}-s0-0-0.{scenario.name}"
-    assert by_pool == {first: {0}, second: {1}}
+        env = {e.name: e for e in pod.spec.containers[0].env}
+        assert env["MEGASCALE_NUM_SLICES"].value == "2"
+        assert (
+            env["MEGASCALE_COORDINATOR_ADDRESS"].value == f"{scenario.name}-s-0-0.{scenario.name}"
+        )
+        assert env["MEGASCALE_SLICE_ID"].value_from.field_ref.field_path == (
+            f"metadata.labels['{JOB_INDEX}']"
+        )
+        assert pod.spec.host_network is True
     status = eventually(
         lambda: (
             (s := scenario.status()).get("phase") == "Running"
@@ -163,3 +196,53 @@ def test_deleting_a_multi_slice_request_leaves_nothing(stack: Stack) -> None:
         what="the nodes gone",
     )
     assert scenario.jobs() == []
+
+
+#: More slices than Kueue v0.19's Workload holds PodSets (18).
+MANY_SLICES = 20
+
+
+def test_more_slices_than_kueues_podset_limit_run_through_kueue(
+    stack: Stack, e2e_kueue: KueueManager, e2e_namespace: str
+) -> None:
+    scenario = stack(SimScenario(clock_factor=CLOCK), kueue=KueueMode.REQUIRED, queue=LOCAL_QUEUE)
+    apply_kueue_objects(scenario.api, dws_objects([e2e_namespace], f"dws-{e2e_namespace}"))
+    scenario.create(tpu("v5p", "2x2x2", slices=MANY_SLICES), template=sim("60s"))
+    pools = pools_of(scenario, MANY_SLICES)
+    [jobset] = eventually(lambda: jobsets(scenario), timeout=60, what="the JobSet")
+    [rjob] = jobset["spec"]["replicatedJobs"]
+    assert rjob["replicas"] == MANY_SLICES
+    hosts = MANY_SLICES * 2
+    # Where each pod ran, gathered while they run: the slices start over many seconds
+    # (20 pools to scale up), so the first may end before the last begins.
+    placed: dict[str, tuple[str, int]] = {}
+    node_pool: dict[str, str] = {}
+
+    def every_pod_placed() -> bool:
+        node_pool.update(
+            (n.metadata.name, n.metadata.labels[POOL_LABEL])
+            for n in all_nodes(scenario, MANY_SLICES)
+        )
+        for pod in pods(scenario):
+            node = pod.spec.node_name
+            if node and node in node_pool and pod.status.phase in ("Running", "Succeeded"):
+                index = int(pod.metadata.labels[JOB_INDEX])
+                placed[pod.metadata.name] = (node_pool[node], index)
+        return len(placed) == hosts
+
+    eventually(every_pod_placed, timeout=300, what=f"all {hosts} pods placed and started")
+    by_pool: dict[str, set[int]] = {}
+    for pool, index in placed.values():
+        by_pool.setdefault(pool, set()).add(index)
+    by_slice = pools_by_slice(by_pool)
+    # Every slice's pods on exactly one pool...
+    assert sorted(by_slice) == list(range(MANY_SLICES))
+    assert all(len(on) == 1 for on in by_slice.values())
+    # ...a pool of its own, and every one of the request's pools in use.
+    assert sorted(by_pool) == sorted(pools)
+    assert all(len(held) == 1 for held in by_pool.values())
+    scenario.wait_phase("Succeeded", timeout=240)
+    eventually(
+        lambda: all_nodes(scenario, MANY_SLICES) == [], timeout=120, what="every slice's nodes gone"
+    )
+    assert [pool_max(scenario, pool) for pool in pools] == [0] * MANY_SLICES

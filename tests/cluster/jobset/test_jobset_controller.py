@@ -1,17 +1,21 @@
-"""The real JobSet controller (pinned v0.12.0, no webhooks) against the devcluster: a
-two-slice JobSet becomes one Indexed Job per slice and a headless Service, its pods land
-on their slices' kwok nodes, and the JobSet ends Completed, or Failed when a slice fails."""
+"""The real JobSet controller-manager (pinned v0.12.0, its webhooks registered) against
+the devcluster: a two-slice JobSet becomes one Indexed Job per slice and a headless
+Service, its pods land on their slices' kwok nodes, and the JobSet ends Completed, or
+Failed when a slice fails. The operator's shape (one replicatedJob of N slices with
+exclusive placement per node pool) puts each slice on a pool of its own."""
 
 from __future__ import annotations
 
 import socket
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes import client as k8s
 
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_workshop.devcluster.jobset import JobSetManager
+from dws_workshop.devcluster.kubeerrors import Invalid, typed_errors
 from tests.cluster.jobsets import (
     HOSTS_PER_SLICE,
     Slice,
@@ -19,6 +23,7 @@ from tests.cluster.jobsets import (
     create_jobset,
     jobset_condition,
     jobset_manifest,
+    multislice_manifest,
     read_jobset,
     tpu_slices,
 )
@@ -57,6 +62,30 @@ def _node_pool(api: k8s.ApiClient, node: str) -> str:
     return labels[NODE_POOL_LABEL_KEY]
 
 
+def test_webhooks_are_registered_for_the_managers_server(
+    jobset_api: k8s.ApiClient, jobset_manager: JobSetManager
+) -> None:
+    admission = k8s.AdmissionregistrationV1Api(jobset_api)
+    name = jobset_manager.webhook_name
+    mutating = admission.read_mutating_webhook_configuration(name)
+    validating = admission.read_validating_webhook_configuration(name)
+    base = f"https://127.0.0.1:{jobset_manager.webhook_port}"
+    urls = {w.name: w.client_config.url for w in [*mutating.webhooks, *validating.webhooks]}
+    assert urls == {
+        "mjobset.kb.io": f"{base}/mutate-jobset-x-k8s-io-v1alpha2-jobset",
+        "mpod.kb.io": f"{base}/mutate--v1-pod",
+        "vjobset.kb.io": f"{base}/validate-jobset-x-k8s-io-v1alpha2-jobset",
+        "vpod.kb.io": f"{base}/validate--v1-pod",
+    }
+    for webhook in [*mutating.webhooks, *validating.webhooks]:
+        assert webhook.failure_policy == "Fail"
+        pods = webhook.rules[0].resources == ["pods"]
+        selector = webhook.object_selector.match_expressions if pods else None
+        assert [(e.key, e.operator) for e in selector or []] == (
+            [(JOBSET_NAME, "Exists")] if pods else []
+        )
+
+
 def test_manager_is_ready_on_loopback(jobset_manager: JobSetManager) -> None:
     assert jobset_manager.pid is not None
     assert jobset_manager.ready()
@@ -67,7 +96,7 @@ def test_manager_is_ready_on_loopback(jobset_manager: JobSetManager) -> None:
     for address in (config["health"]["healthProbeBindAddress"], config["metrics"]["bindAddress"]):
         assert address.startswith("127.0.0.1:")
     assert config["webhook"]["host"] == "127.0.0.1"
-    # Metrics (TLS) and the unused webhook server serve on loopback with our certificate.
+    # Metrics (TLS) and the webhook server serve on loopback with our certificate.
     for port in (jobset_manager.metrics_port, jobset_manager.webhook_port):
         with socket.create_connection(("127.0.0.1", port), timeout=2):
             pass
@@ -209,26 +238,72 @@ def test_failed_slice_restarts_every_slice_then_fails(
         assert remaining["train-slice-b-0"].metadata.labels[RESTART_ATTEMPT] == "1"
 
 
-def test_jobset_without_webhook_defaults_is_not_reconciled(
+def test_the_defaulting_webhook_completes_a_bare_jobset(
     jobset_api: k8s.ApiClient, jobset_manager: JobSetManager, jobset_namespace: str
 ) -> None:
-    """Why the operator renders JobSets fully defaulted: without JobSet's defaulting
-    webhook, a JobSet lacking spec.network panics the reconcile (recovered and retried)
-    and gets no Jobs, no Service and no status."""
+    """JobSet's defaulting webhook runs: a JobSet without network, successPolicy and
+    startupPolicy gets them. (Without the webhook the controller reads spec.network and
+    spec.successPolicy without a nil check and panics: the operator renders its JobSets
+    fully defaulted all the same.)"""
     api, namespace = jobset_api, jobset_namespace
     manifest = jobset_manifest("bare", (Slice("slice-a", "nowhere"),))
-    for key in ("network", "successPolicy", "startupPolicy", "failurePolicy"):
+    for key in ("network", "successPolicy", "startupPolicy"):
         del manifest["spec"][key]
-    create_jobset(api, namespace, manifest)
+    created = create_jobset(api, namespace, manifest)
+    spec = created["spec"]
+    assert spec["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True}
+    assert spec["successPolicy"]["operator"] == "All"
+    assert spec["startupPolicy"] == {"startupPolicyOrder": "AnyOrder"}
+    eventually(lambda: child_jobs(api, namespace, "bare"), TIMEOUT, "the defaulted JobSet's Job")
 
-    eventually(
-        lambda: any(
-            "Observed a panic" in line and f'"name":"bare","namespace":"{namespace}"' in line
-            for line in jobset_manager.log_path.read_text().splitlines()
-        ),
-        TIMEOUT,
-        "the JobSet controller to panic on the undefaulted JobSet",
-    )
-    assert child_jobs(api, namespace, "bare") == {}
-    assert k8s.CoreV1Api(api).list_namespaced_service(namespace).items == []
-    assert read_jobset(api, namespace, "bare").get("status") is None
+
+def test_the_validating_webhook_refuses_names_too_long_for_its_pods(
+    jobset_api: k8s.ApiClient, jobset_manager: JobSetManager, jobset_namespace: str
+) -> None:
+    api, namespace = jobset_api, jobset_namespace
+    # `<jobset>-slice-a-0-1-abcde`: 57 + 15 characters.
+    manifest = jobset_manifest("n" * 57, (Slice("slice-a", "nowhere"),))
+    with pytest.raises(Invalid) as refused, typed_errors():
+        create_jobset(api, namespace, manifest)
+    assert "pod names generated for this JobSet will exceed 63 characters" in str(refused.value)
+
+
+def test_exclusive_placement_gives_each_slice_a_pool_of_its_own(
+    jobset_api: k8s.ApiClient, jobset_manager: JobSetManager, jobset_namespace: str
+) -> None:
+    """The operator's shape: one replicatedJob of three slices, the pods allowed onto
+    three pools. JobSet's pod webhook gives each Job's leader (completion index 0) pod
+    affinity to its Job and anti-affinity to the others on the pool label, and each
+    follower its leader's pool; the scheduler does the rest."""
+    api, namespace = jobset_api, jobset_namespace
+    suffix = namespace.removeprefix("js-")
+    pools = tuple(f"pool-{c}-{suffix}" for c in "abc")
+    with tpu_slices(api, dict.fromkeys(pools, HOSTS_PER_SLICE)):
+        create_jobset(api, namespace, multislice_manifest("ms", pools, run_for="2s"))
+        done = eventually(
+            lambda: jobset_condition(read_jobset(api, namespace, "ms"), "Completed"),
+            TIMEOUT,
+            "the JobSet to complete",
+        )
+        assert done["reason"] == "AllJobsCompleted"
+        assert sorted(child_jobs(api, namespace, "ms")) == ["ms-s-0", "ms-s-1", "ms-s-2"]
+        pods = _pods(api, namespace, "ms")
+        assert len(pods) == 3 * HOSTS_PER_SLICE
+        by_slice: dict[str, set[str]] = {}
+        for pod in pods:
+            pool = _node_pool(api, pod.spec.node_name)
+            by_slice.setdefault(pod.metadata.labels[JOB_INDEX], set()).add(pool)
+            if pod.metadata.labels[COMPLETION_INDEX] == "0":
+                [anti] = (
+                    pod.spec.affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution
+                )
+                [near] = (
+                    pod.spec.affinity.pod_affinity.required_during_scheduling_ignored_during_execution
+                )
+                assert anti.topology_key == near.topology_key == NODE_POOL_LABEL_KEY
+            else:
+                assert pod.spec.node_selector[NODE_POOL_LABEL_KEY] == pool
+        # Each slice on one pool, each pool one slice.
+        assert sorted(by_slice) == ["0", "1", "2"]
+        assert all(len(on) == 1 for on in by_slice.values())
+        assert sorted(p for on in by_slice.values() for p in on) == sorted(pools)

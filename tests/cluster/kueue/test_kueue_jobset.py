@@ -1,7 +1,9 @@
 """Kueue's JobSet integration (jobset.x-k8s.io/jobset) with the real JobSet controller: a
-suspended JobSet labelled for a LocalQueue gets a Workload with one PodSet per slice, is
-admitted and unsuspended when the ClusterQueue's quota covers it, and stays suspended
-when it does not."""
+suspended JobSet labelled for a LocalQueue gets a Workload with one PodSet per
+replicatedJob, is admitted and unsuspended when the ClusterQueue's quota covers it, and
+stays suspended when it does not. A JobSet of more replicatedJobs than a Workload holds
+PodSets (18 in v0.19) gets no Workload at all, while the operator's shape (one
+replicatedJob of N slices) with as many slices is admitted."""
 
 from __future__ import annotations
 
@@ -13,11 +15,14 @@ from dws_operator.catalog import NODE_POOL_LABEL_KEY, TPU_ACCELERATOR_LABEL_KEY,
 from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP, Flavor, QueueSetup
 from dws_workshop.devcluster.kueue import KueueManager
 from tests.cluster.jobsets import (
+    CHIPS_PER_HOST,
+    HOSTS_PER_SLICE,
     TPU_ACCELERATOR,
     Slice,
     child_jobs,
     create_jobset,
     jobset_manifest,
+    multislice_manifest,
     read_jobset,
 )
 from tests.cluster.kueue.conftest import condition, is_true, wait_for
@@ -28,7 +33,7 @@ Obj = dict[str, Any]
 TPU_QUOTA = "16"
 
 
-def _setup(namespace: str) -> QueueSetup:
+def _setup(namespace: str, tpu_quota: str = TPU_QUOTA) -> QueueSetup:
     suffix = namespace.removeprefix("t-")
     # The flavor's node labels are the accelerator label our pods already select: Kueue
     # merges them into the pod templates without a conflict.
@@ -38,7 +43,7 @@ def _setup(namespace: str) -> QueueSetup:
         local_queue="slices",
         namespace=namespace,
         flavors=(flavor,),
-        quotas={"cpu": "100", "memory": "100Gi", TPU_RESOURCE: TPU_QUOTA},
+        quotas={"cpu": "100", "memory": "100Gi", TPU_RESOURCE: tpu_quota},
     )
 
 
@@ -51,6 +56,19 @@ def _workload_of(api: k8s.ApiClient, namespace: str, jobset: str) -> Obj | None:
         if any(o.get("kind") == "JobSet" and o.get("name") == jobset for o in owners):
             return dict(item)
     return None
+
+
+def _active(api: k8s.ApiClient, kueue: KueueManager, setup: QueueSetup) -> None:
+    wait_for(
+        lambda: is_true(
+            k8s.CustomObjectsApi(api).get_cluster_custom_object(
+                KUEUE_GROUP, KUEUE_API_VERSION, "clusterqueues", setup.cluster_queue
+            ),
+            "Active",
+        ),
+        "the ClusterQueue to become Active",
+        kueue,
+    )
 
 
 def _slices(hosts: int) -> tuple[Slice, ...]:
@@ -148,3 +166,63 @@ def test_jobset_within_quota_is_admitted_and_one_beyond_it_waits(
     jobs = child_jobs(api, namespace, "too-big")
     assert sorted(jobs) == ["too-big-slice-a-0", "too-big-slice-b-0"]
     assert all(j.spec.suspend is True for j in jobs.values())
+
+
+#: Kueue v0.19's `jobframework.MaxPodSets` (the Workload CRD's `spec.podSets` maxItems).
+MAX_POD_SETS = 18
+#: More slices than that.
+SLICES = 20
+
+
+def _no_workload_error(kueue: KueueManager, namespace: str, jobset: str) -> str | None:
+    """The manager's log line saying it could not make the JobSet's Workload."""
+    for line in kueue.log_path.read_text(errors="replace").splitlines():
+        if "Handling job with no workload" in line and f"{namespace}/{jobset}" in line:
+            return line
+    return None
+
+
+def test_more_slices_than_podsets_need_one_replicated_job(
+    api: k8s.ApiClient, kueue: KueueManager, namespace: str, apply_queue: Any
+) -> None:
+    chips = SLICES * HOSTS_PER_SLICE * CHIPS_PER_HOST
+    setup = _setup(namespace, tpu_quota=str(chips))
+    apply_queue(setup)
+    _active(api, kueue, setup)
+    queue = setup.local_queue
+    pools = tuple(f"pool-{i}" for i in range(SLICES))
+    per_slice = tuple(Slice(f"slice-{i}", pool) for i, pool in enumerate(pools))
+    create_jobset(
+        api, namespace, jobset_manifest("per-slice", per_slice, queue=queue, suspend=True)
+    )
+    create_jobset(api, namespace, multislice_manifest("one-rjob", pools, queue=queue, suspend=True))
+
+    # The operator's shape: one PodSet of every slice's pods, admitted within the quota.
+    workload = wait_for(
+        lambda: (w := _workload_of(api, namespace, "one-rjob")) and is_true(w, "Admitted") and w,
+        "the one-replicatedJob JobSet's Workload to be admitted",
+        kueue,
+    )
+    assert [(p["name"], p["count"]) for p in workload["spec"]["podSets"]] == [
+        ("s", SLICES * HOSTS_PER_SLICE)
+    ]
+    [assignment] = workload["status"]["admission"]["podSetAssignments"]
+    assert assignment["resourceUsage"][TPU_RESOURCE] == str(chips)
+    wait_for(
+        lambda: read_jobset(api, namespace, "one-rjob")["spec"]["suspend"] is False,
+        "Kueue to unsuspend the one-replicatedJob JobSet",
+        kueue,
+    )
+
+    # One replicatedJob per slice: Kueue builds a Workload of 20 PodSets, which the API
+    # server refuses (the CRD's maxItems), so there is never a Workload to admit. Kueue
+    # logs the refusal and retries; the JobSet stays suspended.
+    line = wait_for(
+        lambda: _no_workload_error(kueue, namespace, "per-slice"),
+        "Kueue to fail making the per-slice JobSet's Workload",
+        kueue,
+    )
+    assert f"Too many: {SLICES}: must have at most {MAX_POD_SETS} items" in line
+    assert "spec.podSets" in line
+    assert _workload_of(api, namespace, "per-slice") is None
+    assert read_jobset(api, namespace, "per-slice")["spec"]["suspend"] is True
