@@ -51,11 +51,23 @@ def create_node_pool_request(parent: str, pool: container_v1.NodePool) -> Any:
 
 def api_json(message: Any) -> dict[str, Any]:
     """A protobuf message (proto-plus) in the proto3 JSON form Google's REST APIs take:
-    lowerCamelCase names, enums by name, fields left unset omitted."""
-    result: dict[str, Any] = type(message).to_dict(
-        message,
-        use_integers_for_enums=False,
-        preserving_proto_field_name=False,
-        always_print_fields_with_no_presence=False,
+    lowerCamelCase names, enums by name, fields left unset omitted. Keys are sorted:
+    protobuf lists a map's entries in an order that changes from run to run, and two
+    runs' output must compare line by line."""
+    result: dict[str, Any] = _sorted(
+        type(message).to_dict(
+            message,
+            use_integers_for_enums=False,
+            preserving_proto_field_name=False,
+            always_print_fields_with_no_presence=False,
+        )
     )
     return result
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _sorted(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(item) for item in value]
+    return value
