@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
+from dws_operator.controller import OperatorConfig
 from dws_operator.gke.slice_pool import api_json
 from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from tests.builders import gpu, manifest, spec_body, tpu
@@ -67,11 +68,12 @@ def test_the_comparison_finds_what_differs() -> None:
     assert differences({"f": 1}, held) == [".f: sent 1, missing on the server"]
 
 
-def plan_objects(scenario: Scenario, body: dict[str, Any], uid: str, tmp_path: Path) -> Any:
+def plan_objects(
+    config: OperatorConfig, namespace: str, body: dict[str, Any], uid: str, tmp_path: Path
+) -> Any:
     """`dws-operator plan -f MANIFEST --objects -o json` with the operator's settings."""
     path = tmp_path / "request.yaml"
     path.write_text(yaml.safe_dump(body))
-    config = scenario.operator_config
     env = {k: v for k, v in os.environ.items() if not k.startswith("DWS_")}
     env["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT / "operator"), str(ROOT), env.get("PYTHONPATH", "")]
@@ -88,7 +90,7 @@ def plan_objects(scenario: Scenario, body: dict[str, Any], uid: str, tmp_path: P
             "-o",
             "json",
             "--namespace",
-            scenario.namespace,
+            namespace,
             "--uid",
             uid,
             "--project",
@@ -152,7 +154,12 @@ def held(scenario: Scenario, sent: dict[str, Any]) -> dict[str, Any] | None:
     ids=["tpu-multi-host", "tpu7x-workload-policy", "multislice", "gpu-spot", "ladder"],
 )
 def test_plan_prints_what_the_operator_sends(
-    scenario: Scenario, tmp_path: Path, accelerator: dict, mode: str, extra: dict
+    scenario: Scenario,
+    operator_config: OperatorConfig,
+    tmp_path: Path,
+    accelerator: dict,
+    mode: str,
+    extra: dict,
 ) -> None:
     body = manifest(scenario.name, spec_body(accelerator, mode=mode, **extra))
     body["metadata"]["namespace"] = scenario.namespace
@@ -160,7 +167,7 @@ def test_plan_prints_what_the_operator_sends(
         "dws-operator.dev", "v1alpha1", scenario.namespace, "trainingrequests", body
     )
     uid = eventually(lambda: (scenario.get() or {}).get("metadata", {}).get("uid"), what="uid")
-    document = plan_objects(scenario, body, uid, tmp_path)
+    document = plan_objects(operator_config, scenario.namespace, body, uid, tmp_path)
     # The first step is the one the operator acts on now.
     step = document["steps"][0]
     planned_pools = step["createNodePool"]
