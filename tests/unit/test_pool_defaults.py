@@ -17,7 +17,7 @@ from dws_operator.gke.pool_defaults import (
     parse_pool_defaults,
 )
 
-BASE = {"DWS_GKE_PROJECT": "my-project", "DWS_GKE_LOCATION": "us-central1", "DWS_GKE_CLUSTER": "c1"}
+BASE = {"DWS_GKE_PROJECT": "my-project", "DWS_GKE_LOCATION": "us-east5", "DWS_GKE_CLUSTER": "c1"}
 SA = "dws-nodes@my-project.iam.gserviceaccount.com"
 
 

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from dws_operator.api import TrainingRequestSpec
 from dws_operator.catalog import GpuDriver, GpuType, ProvisioningMode, TpuVersion
+from dws_operator.cli.objects import register_flags, run_objects
 from dws_operator.durations import format_duration
 from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
 from dws_operator.gke.policies import workload_policy_name
@@ -101,6 +102,7 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "-o", "--output", choices=("table", "json", "yaml"), default="table", help="output format"
     )
+    register_flags(parser)
     parser.set_defaults(run=run)
 
 
@@ -181,8 +183,9 @@ def _present(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def _load_manifest(path: Path) -> tuple[dict[str, Any], str | None]:
-    """The spec of a TrainingRequest manifest and its node pool name, if one can be known."""
+def _load_manifest(path: Path) -> tuple[dict[str, Any], str | None, dict[str, Any]]:
+    """The spec of a TrainingRequest manifest, its node pool name if one can be known,
+    and its metadata."""
     try:
         document = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as error:
@@ -196,7 +199,7 @@ def _load_manifest(path: Path) -> tuple[dict[str, Any], str | None]:
     if pool is None and name and uid:
         ladder = steps_of(document["spec"]) > 1
         pool = default_node_pool_name(name, uid, slices_of(document["spec"]), ladder)
-    return document["spec"], pool
+    return document["spec"], pool, metadata if isinstance(metadata, dict) else {}
 
 
 def resolve(args: argparse.Namespace) -> SlicePlan:
@@ -204,12 +207,16 @@ def resolve(args: argparse.Namespace) -> SlicePlan:
     return resolve_ladder(args)[0]
 
 
+def _request(args: argparse.Namespace) -> tuple[dict[str, Any], str | None, dict[str, Any]]:
+    """The request's spec as written, its node pool name if known, and its metadata."""
+    if args.filename is not None:
+        return _load_manifest(args.filename)
+    return _spec_from_flags(args), args.node_pool, {}
+
+
 def resolve_ladder(args: argparse.Namespace) -> list[SlicePlan]:
     """The plan of every step of the request's capacity ladder, in order."""
-    if args.filename is not None:
-        raw, pool = _load_manifest(args.filename)
-    else:
-        raw, pool = _spec_from_flags(args), args.node_pool
+    raw, pool, _ = _request(args)
     try:
         spec = TrainingRequestSpec.model_validate(raw)
     except ValidationError as error:
@@ -242,6 +249,10 @@ def run(args: argparse.Namespace) -> int:
     except SpecError as error:
         print(f"dws-operator plan: {error}", file=sys.stderr)
         return 2
+    if args.objects:
+        # Checked above with the flags' names; the objects come from the same request.
+        raw, _, metadata = _request(args)
+        return run_objects(args, raw, metadata)
     plan = ladder[0]
     document = plan.model_dump(mode="json", by_alias=True, exclude_none=True)
     if len(ladder) > 1:

@@ -36,11 +36,15 @@ from dws_operator.errors import InvalidSpec
 from dws_operator.gke import (
     GkeError,
     owned_by,
-    pool_labels,
     render_node_pool,
 )
 from dws_operator.gke.pool_defaults import PoolDefaults
-from dws_operator.gke.shapes import SHAPE_LABEL, shape_of
+from dws_operator.gke.shapes import shape_of
+from dws_operator.gke.slice_pool import (
+    slice_node_pool,
+    slice_pool_labels,
+    workload_policy_topology,
+)
 from dws_operator.multislice import JOBSET_KIND, JOBSET_PLURAL
 from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import (
@@ -483,12 +487,8 @@ class Reconciler:
         async def create() -> Any:
             labels = self._labels(key, uid, plan)
             policy = await self._workload_policy(plan)
-            pool = render_node_pool(
-                plan,
-                name=name,
-                labels=labels,
-                workload_policy=policy,
-                defaults=self.pool_defaults,
+            pool = slice_node_pool(
+                plan, name=name, labels=labels, workload_policy=policy, defaults=self.pool_defaults
             )
             return (await self.sources.mutations.create(pool, uid)).operation
 
@@ -497,17 +497,12 @@ class Reconciler:
     def _labels(self, key: Key, uid: str, plan: SlicePlan) -> dict[str, str]:
         """The request's labels, and the shape of a pool it can hand on when done (one
         slice placed without a workload policy, whose name depends on the topology)."""
-        labels = pool_labels(key[0], key[1], uid)
-        placement = plan.node_pool.placement_policy
-        if plan.slices == 1 and not (placement and placement.type == "WORKLOAD_POLICY"):
-            pool = render_node_pool(plan, name="", labels={}, defaults=self.pool_defaults)
-            labels[SHAPE_LABEL] = shape_of(pool)
-        return labels
+        return slice_pool_labels(key[0], key[1], uid, plan, self.pool_defaults)
 
     async def _workload_policy(self, plan: SlicePlan) -> str | None:
         """The workload policy placing the slice (made or reused), when it needs one."""
-        placement = plan.node_pool.placement_policy
-        if placement is None or placement.type != "WORKLOAD_POLICY":
+        topology = workload_policy_topology(plan)
+        if topology is None:
             return None
         if self._policies is None and self._connect_policies is not None:
             try:
@@ -524,7 +519,7 @@ class Reconciler:
                 "operator has no Compute client",
             )
         region = gke_lazy.region_of(self.config.location)  # loads Compute: Ironwood only
-        return await self._policies.ensure_workload_policy(region, placement.tpu_topology)
+        return await self._policies.ensure_workload_policy(region, topology)
 
 
 #: Actions whose pool operation adds the finalizer itself, when its turn comes.

@@ -28,6 +28,7 @@ from google.cloud.container_v1.services.cluster_manager.transports import (
 from dws_operator.gke.ceiling import holds_slice
 from dws_operator.gke.errors import GkeError, classify, classify_status, status_code
 from dws_operator.gke.labels import UID_LABEL, owned_by
+from dws_operator.gke.slice_pool import create_node_pool_request
 from dws_operator.zones import ClusterSite
 
 ENDPOINT_ENV = "DWS_GKE_ENDPOINT"
@@ -199,7 +200,7 @@ class NodePoolClient:
         try:
             operation = await self.call(
                 self.api.create_node_pool,
-                container_v1.CreateNodePoolRequest(parent=self.cluster.path, node_pool=pool),
+                create_node_pool_request(self.cluster.path, pool),
             )
         except GkeError as error:
             if error.code != grpc.StatusCode.ALREADY_EXISTS:

@@ -107,6 +107,16 @@ def desired_policy(topology: str) -> ResourcePolicy:
     )
 
 
+def insert_policy_request(
+    project: str, region: str, topology: str
+) -> compute_v1.InsertResourcePolicyRequest:
+    """The insert of the workload policy for `topology` (`dws-operator plan --objects`
+    prints it as sent)."""
+    return compute_v1.InsertResourcePolicyRequest(
+        project=project, region=region, resource_policy_resource=desired_policy(topology)
+    )
+
+
 def mismatch(policy: ResourcePolicy, topology: str) -> str | None:
     """Why `policy` cannot place slices of `topology`; None when it can."""
     workload = policy.workload_policy
@@ -156,11 +166,7 @@ class WorkloadPolicyClient:
             existing = await self.get(region, name)
             if existing is not None:
                 return self._adopt(region, existing, topology)
-            request = compute_v1.InsertResourcePolicyRequest(
-                project=self.project,
-                region=region,
-                resource_policy_resource=desired_policy(topology),
-            )
+            request = insert_policy_request(self.project, region, topology)
             try:
                 operation = await self.call(self.apis.policies.insert_unary, request)
             except GkeError as error:

@@ -1,0 +1,323 @@
+"""`dws-operator plan --objects`: what the operator would send, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dws_operator.cli.objects import PLACEHOLDER_UID
+from dws_operator.naming import default_node_pool_name
+from tests.unit.test_cli import run
+
+UID = "6f1c0a52-3b7e-4d2a-9c1e-0123456789ab"
+CLUSTER = ["--project", "proj-123", "--location", "us-east5", "--cluster", "c1"]
+WHO = ["--name", "train", "--namespace", "ml", "--uid", UID]
+PARENT = "projects/proj-123/locations/us-east5/clusters/c1"
+
+
+@pytest.fixture(autouse=True)
+def _no_operator_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The settings come from flags here, not from whatever this shell exports."""
+    for env in (
+        "DWS_GKE_PROJECT",
+        "DWS_GKE_LOCATION",
+        "DWS_GKE_CLUSTER",
+        "DWS_KUEUE",
+        "DWS_DEFAULT_QUEUE",
+        "DWS_QUEUED_QUEUE",
+    ):
+        monkeypatch.delenv(env, raising=False)
+
+
+def objects(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    code, out, err = run(capsys, "plan", *argv, "--objects", "-o", "json")
+    assert (code, err) == (0, ""), err
+    document: dict[str, Any] = json.loads(out)
+    return document
+
+
+def kinds(step: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(o["kind"], o["metadata"]["name"]) for o in step["kubernetes"]]
+
+
+def test_yaml_and_json_print_the_same_document(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["plan", "--tpu", "v6e", "--topology", "4x4", "--objects"]
+    code, as_yaml, _ = run(capsys, *argv, "-o", "yaml")
+    assert code == 0
+    code, as_json, _ = run(capsys, *argv, "-o", "json")
+    assert code == 0
+    assert yaml.safe_load(as_yaml) == json.loads(as_json)
+    # The default output of --objects is YAML too, with the placeholders said up front.
+    code, default, _ = run(capsys, *argv)
+    assert default == as_yaml
+    header = [line for line in as_yaml.splitlines() if line.startswith("#")]
+    assert any(f"metadata.uid: {PLACEHOLDER_UID}" in line for line in header), header
+    assert any("cluster project: my-project" in line for line in header), header
+
+
+def test_placeholders_are_named_and_given_values_are_not(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    document = objects(capsys, "--tpu", "v6e", "--topology", "4x4")
+    assert set(document["placeholders"]) == {
+        "metadata.name",
+        "metadata.namespace",
+        "metadata.uid",
+        "cluster project",
+        "cluster location",
+        "cluster cluster",
+    }
+    document = objects(capsys, "--tpu", "v6e", "--topology", "4x4", *WHO, *CLUSTER)
+    assert document["placeholders"] == {}
+
+
+def test_a_tpu_multi_host_slice(capsys: pytest.CaptureFixture[str]) -> None:
+    document = objects(capsys, "--tpu", "v6e", "--topology", "4x4", *WHO, *CLUSTER)
+    [step] = document["steps"]
+    assert (step["step"], step["mode"], step["attempt"]) == (1, "FlexStart", 0)
+    [create] = step["createNodePool"]
+    assert list(create) == ["parent", "nodePool"]
+    assert create["parent"] == PARENT
+    pool = create["nodePool"]
+    assert pool["name"] == default_node_pool_name("train", UID)
+    assert pool["config"]["machineType"] == "ct6e-standard-4t"
+    assert pool["config"]["flexStart"] is True
+    labels = pool["config"]["resourceLabels"]
+    assert labels["dws-operator-dev_uid"] == UID
+    assert labels["dws-operator-dev_namespace"] == "ml"
+    assert labels == pool["config"]["labels"]
+    assert pool["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "4x4"}
+    assert pool["autoscaling"] == {"enabled": True, "locationPolicy": "ANY", "totalMaxNodeCount": 4}
+    # Proto3 JSON: what is unset (or false) is not sent, so it is not shown.
+    assert "spot" not in pool["config"]
+    assert "workloadPolicies" not in step
+    assert kinds(step) == [("Service", "train"), ("Job", "train")]
+    service, job = step["kubernetes"]
+    assert service["spec"]["clusterIP"] == "None"
+    assert job["metadata"]["ownerReferences"][0]["uid"] == UID
+    assert (job["spec"]["completionMode"], job["spec"]["completions"]) == ("Indexed", 4)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["subdomain"] == "train"
+    assert pod["nodeSelector"]["cloud.google.com/gke-nodepool"] == pool["name"]
+
+
+def test_a_multislice_request(capsys: pytest.CaptureFixture[str]) -> None:
+    document = objects(
+        capsys, "--tpu", "v5p", "--topology", "2x2x2", "--slices", "2", *WHO, *CLUSTER
+    )
+    [step] = document["steps"]
+    base = default_node_pool_name("train", UID, slices=2)
+    names = [c["nodePool"]["name"] for c in step["createNodePool"]]
+    assert names == [f"{base}-s0", f"{base}-s1"]
+    # Multi-slice pools carry no shape label: they are never handed on to another request.
+    for create in step["createNodePool"]:
+        assert "dws-operator-dev_shape" not in create["nodePool"]["config"]["resourceLabels"]
+    # The JobSet makes its own headless Service.
+    assert kinds(step) == [("JobSet", "train")]
+    [jobset] = step["kubernetes"]
+    replicated = jobset["spec"]["replicatedJobs"]
+    assert [r["name"] for r in replicated] == ["s0", "s1"]
+    selectors = [
+        r["template"]["spec"]["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"]
+        for r in replicated
+    ]
+    assert selectors == names
+
+
+def test_a_gpu_request(capsys: pytest.CaptureFixture[str]) -> None:
+    document = objects(
+        capsys, "--gpu", "nvidia-h100-80gb", "--nodes", "2", "--mode", "Spot", *WHO, *CLUSTER
+    )
+    [step] = document["steps"]
+    [create] = step["createNodePool"]
+    config = create["nodePool"]["config"]
+    assert config["machineType"] == "a3-highgpu-8g"
+    assert config["spot"] is True
+    assert config["accelerators"] == [
+        {
+            "acceleratorCount": "8",
+            "acceleratorType": "nvidia-h100-80gb",
+            "gpuDriverInstallationConfig": {"gpuDriverVersion": "DEFAULT"},
+        }
+    ]
+    assert "placementPolicy" not in create["nodePool"]
+    assert kinds(step) == [("Service", "train"), ("Job", "train")]
+    container = step["kubernetes"][1]["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+
+
+def test_every_step_of_a_ladder(capsys: pytest.CaptureFixture[str]) -> None:
+    document = objects(
+        capsys,
+        "--tpu",
+        "v6e",
+        "--topology",
+        "4x4",
+        "--zone",
+        "us-east5-a",
+        "--max-wait-duration",
+        "30m",
+        "--fallback",
+        "FlexStart,zone=us-east5-b,wait=30m",
+        "--fallback",
+        "Spot",
+        *WHO,
+        "--project",
+        "proj-123",
+        "--location",
+        "us-east5",
+        "--cluster",
+        "c1",
+    )
+    steps = document["steps"]
+    assert [(s["step"], s["mode"], s["attempt"]) for s in steps] == [
+        (1, "FlexStart", 0),
+        (2, "FlexStart", 1),
+        (3, "Spot", 2),
+    ]
+    base = default_node_pool_name("train", UID, ladder=True)
+    pools = [s["createNodePool"][0]["nodePool"] for s in steps]
+    assert [p["name"] for p in pools] == [base, f"{base}-f1", f"{base}-f2"]
+    assert [p["config"].get("flexStart") for p in pools] == [True, True, None]
+    assert [p["config"].get("spot") for p in pools] == [None, None, True]
+    # The Service is made once; each step's Job is a new attempt with a name of its own.
+    assert [kinds(s) for s in steps] == [
+        [("Service", "train"), ("Job", "train")],
+        [("Job", "train-r1")],
+        [("Job", "train-r2")],
+    ]
+    labels = [s["kubernetes"][-1]["metadata"]["labels"] for s in steps]
+    assert [one["dws-operator.dev/attempt"] for one in labels] == ["0", "1", "2"]
+
+
+def test_a_tpu7x_slice_and_its_workload_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    document = objects(capsys, "--tpu", "tpu7x", "--topology", "2x2x2", *WHO, *CLUSTER)
+    [step] = document["steps"]
+    assert step["workloadPolicies"] == [
+        {
+            "project": "proj-123",
+            "region": "us-east5",
+            "resourcePolicyResource": {
+                "name": "dws-high-throughput-2x2x2",
+                "description": "dws-operator: TPU slices of topology 2x2x2",
+                "workloadPolicy": {"type": "HIGH_THROUGHPUT", "acceleratorTopology": "2x2x2"},
+            },
+        }
+    ]
+    [create] = step["createNodePool"]
+    # Only the policy's name: no COMPACT type, no topology (GKE reads it from the policy).
+    assert create["nodePool"]["placementPolicy"] == {"policyName": "dws-high-throughput-2x2x2"}
+    assert "dws-operator-dev_shape" not in create["nodePool"]["config"]["resourceLabels"]
+
+
+def test_operator_settings_from_its_environment(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DWS_GKE_PROJECT", "env-proj")
+    monkeypatch.setenv("DWS_GKE_LOCATION", "europe-west4")
+    monkeypatch.setenv("DWS_GKE_CLUSTER", "env-cluster")
+    monkeypatch.setenv("DWS_KUEUE", "required")
+    monkeypatch.setenv("DWS_QUEUED_QUEUE", "dws-queued")
+    document = objects(
+        capsys, "--tpu", "v6e", "--topology", "4x4", "--mode", "QueuedProvisioning", *WHO
+    )
+    assert document["placeholders"] == {}
+    [step] = document["steps"]
+    assert step["createNodePool"][0]["parent"] == (
+        "projects/env-proj/locations/europe-west4/clusters/env-cluster"
+    )
+    assert step["createNodePool"][0]["nodePool"]["queuedProvisioning"] == {"enabled": True}
+    job = step["kubernetes"][-1]
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "dws-queued"
+    assert job["metadata"]["annotations"]["provreq.kueue.x-k8s.io/tpu-topology"] == "4x4"
+    assert job["spec"]["suspend"] is True
+    # A flag wins over the variable, as for `dws-operator run`.
+    document = objects(capsys, "--tpu", "v6e", "--topology", "4x4", *WHO, "--project", "flag-proj")
+    assert document["steps"][0]["createNodePool"][0]["parent"].startswith("projects/flag-proj/")
+
+
+def test_a_request_the_operator_would_fail(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys,
+        "plan",
+        "--tpu",
+        "v6e",
+        "--topology",
+        "4x4",
+        "--mode",
+        "QueuedProvisioning",
+        "--objects",
+        "--kueue",
+        "disabled",
+    )
+    assert (code, out) == (2, "")
+    assert err.startswith("dws-operator plan: the operator would fail this request: KueueRequired")
+
+
+def test_a_bad_setting_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "plan", "--tpu", "v6e", "--topology", "4x4", "--objects", "--project", "Bad_Proj"
+    )
+    assert (code, out) == (2, "")
+    assert "DWS_GKE_PROJECT='Bad_Proj' is not valid" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_a_manifest_names_itself_and_its_template(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    manifest = tmp_path / "tr.yaml"
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "dws-operator.dev/v1alpha1",
+                "kind": "TrainingRequest",
+                "metadata": {"name": "from-file", "namespace": "team-a"},
+                "spec": {
+                    "accelerator": {"gpu": {"type": "nvidia-l4", "nodes": 1}},
+                    "provisioning": {"mode": "FlexStart"},
+                    "template": {"spec": {"containers": [{"name": "train", "image": "trainer:1"}]}},
+                },
+            }
+        )
+    )
+    document = objects(capsys, "-f", str(manifest), "--uid", UID, *CLUSTER)
+    assert document["placeholders"] == {}
+    [step] = document["steps"]
+    assert step["createNodePool"][0]["nodePool"]["name"] == default_node_pool_name("from-file", UID)
+    # One node: no Service, a plain Job with the manifest's container.
+    assert kinds(step) == [("Job", "from-file")]
+    job = step["kubernetes"][0]
+    assert job["metadata"]["namespace"] == "team-a"
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    assert (container["name"], container["image"]) == ("train", "trainer:1")
+
+
+def test_an_existing_pool_is_not_created(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    manifest = tmp_path / "tr.yaml"
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "metadata": {"name": "on-theirs", "namespace": "team-a"},
+                "spec": {
+                    "accelerator": {"tpu": {"version": "v6e", "topology": "2x2"}},
+                    "provisioning": {"mode": "OnDemand"},
+                    "nodePool": {"name": "theirs", "existing": True},
+                    "template": {"spec": {"containers": [{"name": "t", "image": "t"}]}},
+                },
+            }
+        )
+    )
+    document = objects(capsys, "-f", str(manifest), "--uid", UID, *CLUSTER)
+    [step] = document["steps"]
+    assert step["createNodePool"] == []
+    [job] = step["kubernetes"]
+    assert job["spec"]["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] == (
+        "theirs"
+    )
