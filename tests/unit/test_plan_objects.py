@@ -15,6 +15,8 @@ from tests.unit.test_cli import run
 
 UID = "6f1c0a52-3b7e-4d2a-9c1e-0123456789ab"
 CLUSTER = ["--project", "proj-123", "--location", "us-east5", "--cluster", "c1"]
+#: The zones of the regional cluster's nodes, which the operator reads from GKE.
+NODE_ZONES = ["--node-locations", "us-east5-c,us-east5-b"]
 WHO = ["--name", "train", "--namespace", "ml", "--uid", UID]
 PARENT = "projects/proj-123/locations/us-east5/clusters/c1"
 
@@ -91,7 +93,10 @@ def test_a_tpu_multi_host_slice(capsys: pytest.CaptureFixture[str]) -> None:
     assert labels["dws-operator-dev_namespace"] == "ml"
     assert labels == pool["config"]["labels"]
     assert pool["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "4x4"}
-    assert pool["autoscaling"] == {"enabled": True, "locationPolicy": "ANY", "totalMaxNodeCount": 4}
+    # A slice lives in one zone (the first documented v6e flex-start zone of the region)
+    # with per-zone limits: GKE checks the per-zone maximum against the slice size.
+    assert pool["locations"] == ["us-east5-a"]
+    assert pool["autoscaling"] == {"enabled": True, "locationPolicy": "ANY", "maxNodeCount": 4}
     # Proto3 JSON: what is unset (or false) is not sent, so it is not shown.
     assert "spot" not in pool["config"]
     assert "workloadPolicies" not in step
@@ -120,12 +125,15 @@ def test_a_multislice_request(capsys: pytest.CaptureFixture[str]) -> None:
     assert kinds(step) == [("JobSet", "train")]
     [jobset] = step["kubernetes"]
     replicated = jobset["spec"]["replicatedJobs"]
-    assert [r["name"] for r in replicated] == ["s0", "s1"]
-    selectors = [
-        r["template"]["spec"]["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"]
-        for r in replicated
+    # One replicatedJob of N slices (Kueue caps a Workload's PodSets), each slice
+    # placed on one of the request's pools by JobSet's exclusive topology.
+    assert [(r["name"], r["replicas"]) for r in replicated] == [("s", 2)]
+    pod = replicated[0]["template"]["spec"]["template"]["spec"]
+    [term] = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
     ]
-    assert selectors == names
+    [pools] = [e for e in term["matchExpressions"] if e["key"] == "cloud.google.com/gke-nodepool"]
+    assert (pools["operator"], pools["values"]) == ("In", names)
 
 
 def test_a_gpu_request(capsys: pytest.CaptureFixture[str]) -> None:
@@ -172,6 +180,7 @@ def test_every_step_of_a_ladder(capsys: pytest.CaptureFixture[str]) -> None:
         "us-east5",
         "--cluster",
         "c1",
+        *NODE_ZONES,
     )
     steps = document["steps"]
     assert [(s["step"], s["mode"], s["attempt"]) for s in steps] == [
@@ -184,6 +193,8 @@ def test_every_step_of_a_ladder(capsys: pytest.CaptureFixture[str]) -> None:
     assert [p["name"] for p in pools] == [base, f"{base}-f1", f"{base}-f2"]
     assert [p["config"].get("flexStart") for p in pools] == [True, True, None]
     assert [p["config"].get("spot") for p in pools] == [None, None, True]
+    # Each step's slice in one zone: the named ones, then the first node location.
+    assert [p["locations"] for p in pools] == [["us-east5-a"], ["us-east5-b"], ["us-east5-b"]]
     # The Service is made once; each step's Job is a new attempt with a name of its own.
     assert [kinds(s) for s in steps] == [
         [("Service", "train"), ("Job", "train")],
@@ -195,7 +206,7 @@ def test_every_step_of_a_ladder(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_a_tpu7x_slice_and_its_workload_policy(capsys: pytest.CaptureFixture[str]) -> None:
-    document = objects(capsys, "--tpu", "tpu7x", "--topology", "2x2x2", *WHO, *CLUSTER)
+    document = objects(capsys, "--tpu", "tpu7x", "--topology", "2x2x2", *WHO, *CLUSTER, *NODE_ZONES)
     [step] = document["steps"]
     assert step["workloadPolicies"] == [
         {
@@ -218,7 +229,7 @@ def test_operator_settings_from_its_environment(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DWS_GKE_PROJECT", "env-proj")
-    monkeypatch.setenv("DWS_GKE_LOCATION", "europe-west4")
+    monkeypatch.setenv("DWS_GKE_LOCATION", "asia-northeast1")
     monkeypatch.setenv("DWS_GKE_CLUSTER", "env-cluster")
     monkeypatch.setenv("DWS_KUEUE", "required")
     monkeypatch.setenv("DWS_QUEUED_QUEUE", "dws-queued")
@@ -228,8 +239,9 @@ def test_operator_settings_from_its_environment(
     assert document["placeholders"] == {}
     [step] = document["steps"]
     assert step["createNodePool"][0]["parent"] == (
-        "projects/env-proj/locations/europe-west4/clusters/env-cluster"
+        "projects/env-proj/locations/asia-northeast1/clusters/env-cluster"
     )
+    assert step["createNodePool"][0]["nodePool"]["locations"] == ["asia-northeast1-b"]
     assert step["createNodePool"][0]["nodePool"]["queuedProvisioning"] == {"enabled": True}
     job = step["kubernetes"][-1]
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "dws-queued"
@@ -256,6 +268,26 @@ def test_a_request_the_operator_would_fail(capsys: pytest.CaptureFixture[str]) -
     )
     assert (code, out) == (2, "")
     assert err.startswith("dws-operator plan: the operator would fail this request: KueueRequired")
+
+
+def test_a_flex_start_slice_where_gke_documents_no_capacity(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(
+        capsys,
+        "plan",
+        "--tpu",
+        "v6e",
+        "--topology",
+        "4x4",
+        "--objects",
+        "--location",
+        "europe-west4",
+    )
+    assert (code, out) == (2, "")
+    assert err.startswith("dws-operator plan: spec.provisioning.zones: ")
+    assert "asia-northeast1-b, us-east5-a, us-east5-b" in err
+    assert "europe-west4: name a zone" in err
 
 
 def test_a_bad_setting_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
