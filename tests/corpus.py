@@ -170,6 +170,12 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "at most 140 cubes",
     ),
     (
+        "tpu7x-unsorted",
+        {"accelerator": tpu("tpu7x", "8x4x4"), "mode": "Spot"},
+        "spec.accelerator.tpu.topology",
+        "A<=B<=C",
+    ),
+    (
         "tpu7x-too-many-cubes",
         {"accelerator": tpu("tpu7x", "4x4x580"), "mode": "Spot"},
         "spec.accelerator.tpu.topology",

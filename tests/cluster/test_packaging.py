@@ -321,7 +321,7 @@ def test_the_chart_rbac_is_enough_and_no_more(
                 scenario.job()
                 scenario.mark_pods("Succeeded", 2)
                 scenario.wait_phase("Succeeded")
-                eventually(lambda: scenario.pool_max() == 0, timeout=15, what="scale to zero")
+                eventually(scenario.at_zero, timeout=15, what="scale to zero")
                 # Events are posted by the operator's identity too.
                 eventually(lambda: "Succeeded" in scenario.events(), what="the Succeeded Event")
                 scenario.delete()

@@ -216,7 +216,9 @@ TPU_GENERATIONS: dict[TpuVersion, TpuGeneration] = {
                 side_min=4,
                 side_max=None,
                 max_cubes=144,
-                sorted_sides=False,
+                # xpk generates tpu7x systems with sides A<=B<=C only (as for v5p; only
+                # v4 takes unsorted sides there): 4x4x8 exists, 8x4x4 does not.
+                sorted_sides=True,
                 machine_type="tpu7x-standard-4t",
             ),
             workload_policy=True,

@@ -82,7 +82,7 @@ def test_flex_start_capacity_after_five_simulated_minutes(stack: Stack) -> None:
     idle = time.monotonic() - finished
     print(f"\nidle node time after the Job finished: {idle:.1f}s (GKE default ~600s)")
     assert idle < 15
-    assert scenario.pool_max() == 0
+    assert scenario.at_zero()
 
 
 def test_gpu_queued_provisioning_through_kueue(

@@ -116,7 +116,7 @@ def test_the_image_takes_a_request_to_succeeded(
     try:
         scenario.create(tpu("v6e", "2x2"), template=sim("5s"))
         scenario.wait_phase("Succeeded", timeout=120)
-        eventually(lambda: scenario.pool_max() == 0, timeout=60, what="the pool at zero")
+        eventually(scenario.at_zero, timeout=60, what="the pool at zero")
         assert (scenario.condition("Ready") or {}).get("status") == "True"
     finally:
         logs = subprocess.run(

@@ -133,7 +133,8 @@ def test_two_slices_run_as_one_jobset_through_kueue(
     assert status["plan"]["totalNodes"] == 4
     scenario.wait_phase("Succeeded", timeout=90)
     eventually(lambda: all_nodes(scenario) == [], timeout=30, what="both slices' nodes gone")
-    assert (pool_max(scenario, first), pool_max(scenario, second)) == (0, 0)
+    # Resized to zero, never capped: GKE checks a slice pool's maximum against the slice.
+    assert (pool_max(scenario, first), pool_max(scenario, second)) == (2, 2)
     created = [c.request.node_pool.name for c in scenario.emulator.calls_for("CreateNodePool")]
     assert sorted(created) == [first, second]
 
@@ -245,4 +246,4 @@ def test_more_slices_than_kueues_podset_limit_run_through_kueue(
     eventually(
         lambda: all_nodes(scenario, MANY_SLICES) == [], timeout=120, what="every slice's nodes gone"
     )
-    assert [pool_max(scenario, pool) for pool in pools] == [0] * MANY_SLICES
+    assert [pool_max(scenario, pool) for pool in pools] == [2] * MANY_SLICES

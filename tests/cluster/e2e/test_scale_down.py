@@ -1,14 +1,16 @@
 """Scale to zero is level-triggered: the pool's Nodes, not the calls made, say
 when it is at zero. Capping the autoscaler removes no node (as on GKE); the resize does.
-The simulated autoscaler here never removes idle nodes by itself (an hour's delay), so a
-pool at zero proves the operator's resize."""
+A TPU slice pool is never capped (GKE checks its maximum against the slice size): it is
+resized to zero with its bounds left at the slice. The simulated autoscaler here never
+removes idle nodes by itself (an hour's delay), so a pool at zero proves the operator's
+resize."""
 
 from __future__ import annotations
 
 from dws_operator.controller import OperatorThread
 from dws_workshop.emulator import MethodFaults
 from dws_workshop.simulator.scenario import SimScenario
-from tests.builders import tpu
+from tests.builders import gpu, tpu
 from tests.cluster.e2e.conftest import Stack
 from tests.cluster.e2e.test_dws_flow import CLOCK, nodes, sim
 from tests.cluster.operator.harness import Scenario
@@ -33,7 +35,7 @@ def test_stopped_between_cap_and_resize_it_resizes_after_restart(stack: Stack) -
     kubeconfig = scenario.operator_kubeconfig
     emulator.set_faults("SetNodePoolSize", REFUSED)
     with OperatorThread(config, kubeconfig=kubeconfig):
-        scenario.create(tpu("v6e", "2x4"), template=sim("3s"))
+        scenario.create(gpu("nvidia-l4", nodes=2, count=1), mode="Spot", template=sim("3s"))
         scenario.wait_phase("Succeeded", timeout=60)
         eventually(lambda: scenario.pool_max() == 0, timeout=30, what="the autoscaler capped")
         eventually(
@@ -74,3 +76,6 @@ def test_a_resize_refused_again_and_again_is_retried_until_zero(stack: Stack) ->
     resizes = [c.ok for c in emulator.calls_for("SetNodePoolSize")]
     assert resizes.count(True) == 1
     assert resizes.index(True) >= 3  # after every refusal, one that took
+    # The slice pool was resized, never capped: its bounds are still the slice's.
+    assert emulator.calls_for("SetNodePoolAutoscaling") == []
+    assert scenario.pool_max() == 2

@@ -66,7 +66,9 @@ def test_v6e_slice_through_queued_provisioning(
     )
     for node in slice_nodes:
         labels = node.metadata.labels
-        assert labels["cloud.google.com/gke-queued"] == "true"
+        # GKE taints queued nodes; it does not label them gke-queued.
+        assert "cloud.google.com/gke-queued" not in labels
+        assert labels["cloud.google.com/gke-flex-start"] == "true"
         assert labels["cloud.google.com/gke-tpu-topology"] == "4x4"
         taints = {(t.key, t.effect) for t in node.spec.taints or []}
         assert ("cloud.google.com/gke-queued", "NoSchedule") in taints
@@ -77,7 +79,8 @@ def test_v6e_slice_through_queued_provisioning(
     for pod in pods:
         annotations = pod.metadata.annotations or {}
         assert annotations["autoscaling.x-k8s.io/consume-provisioning-request"] == name
-        assert pod.spec.node_selector["cloud.google.com/gke-queued"] == "true"
+        assert pod.spec.node_selector["cloud.google.com/gke-flex-start"] == "true"
+        assert "cloud.google.com/gke-queued" not in pod.spec.node_selector
     scenario.wait_phase("Succeeded", timeout=90)
     eventually(lambda: nodes(scenario) == [], timeout=30, what="the nodes gone")
-    assert scenario.pool_max() == 0
+    assert scenario.at_zero()

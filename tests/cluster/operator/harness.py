@@ -152,6 +152,19 @@ class Scenario:
             return -1
         return int(max(pool.autoscaling.max_node_count, pool.autoscaling.total_max_node_count))
 
+    def at_zero(self) -> bool:
+        """The request's pool is scaled to zero: its autoscaling maximum is 0, or, for a
+        multi-host TPU slice pool (compact placement with a topology, or a workload
+        policy), which is never capped because GKE checks its maximum against the slice
+        size, it has no Node left and its maximum is still the slice."""
+        pool = self.pool()
+        if pool is None:
+            return False
+        placement = pool.placement_policy
+        if placement.tpu_topology or placement.policy_name:
+            return self.pool_max() > 0 and self.pool_nodes(self.pool_name) == 0
+        return self.pool_max() == 0
+
     # -- Kubernetes -------------------------------------------------------------------
 
     def jobs(self) -> list[k8s.V1Job]:

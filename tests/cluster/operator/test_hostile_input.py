@@ -91,7 +91,7 @@ def test_a_request_near_the_size_limit_runs(operator: OperatorThread, scenario: 
     assert len([n for n in names if n.startswith("BIG_")]) == 1000
     scenario.mark_pods("Succeeded", 1)
     scenario.wait_phase("Succeeded", timeout=30)
-    eventually(lambda: scenario.pool_max() == 0, timeout=30, what="the pool at zero")
+    eventually(scenario.at_zero, timeout=30, what="the pool at zero")
 
 
 def test_a_local_queue_that_does_not_exist_is_said_then_used_once_made(

@@ -30,7 +30,7 @@ def test_a_finished_job_wakes_its_request_at_once(
         scenario.mark_pods("Succeeded", 2)
         finished = time.monotonic()
         scenario.wait_phase("Succeeded", timeout=20)
-        eventually(lambda: scenario.pool_max() == 0, timeout=20, what="the pool at zero")
+        eventually(scenario.at_zero, timeout=20, what="the pool at zero")
         elapsed = time.monotonic() - finished
         print(f"\npool at zero {elapsed:.1f}s after the pods succeeded (running poll: 1 h)")
         assert elapsed < 20

@@ -18,14 +18,12 @@ def test_tpu_v6e_4x4_flex_start(scenario: Scenario) -> None:
     scenario.create(tpu("v6e", "4x4"))
     [pool] = eventually(scenario.created_pools, what="CreateNodePool")
     assert pool.config.flex_start
-    # No zones: the pool spans the cluster's, so its limits are the pool's total.
+    # No zones named on a regional cluster: the slice lives in one zone, the first of the
+    # region's documented v6e flex-start zones, with per-zone limits of one slice.
+    assert list(pool.locations) == ["us-east5-a"]
     scaling = pool.autoscaling
-    assert (scaling.enabled, scaling.total_min_node_count, scaling.total_max_node_count) == (
-        True,
-        0,
-        4,
-    )
-    assert (scaling.min_node_count, scaling.max_node_count) == (0, 0)
+    assert (scaling.enabled, scaling.min_node_count, scaling.max_node_count) == (True, 0, 4)
+    assert (scaling.total_min_node_count, scaling.total_max_node_count) == (0, 0)
     assert pool.placement_policy.tpu_topology == "4x4"
     assert pool.config.machine_type == "ct6e-standard-4t"
 
@@ -68,7 +66,7 @@ def test_tpu_v6e_4x4_flex_start(scenario: Scenario) -> None:
     scenario.mark_pods("Succeeded", 4)
     finished = time.monotonic()
     status = scenario.wait_phase("Succeeded")
-    eventually(lambda: scenario.pool_max() == 0, timeout=10, what="the pool at zero")
+    eventually(scenario.at_zero, timeout=10, what="the pool at zero")
     elapsed = time.monotonic() - finished
     eventually(lambda: scenario.status().get("scaledDownAt"), timeout=10, what="scaledDownAt")
     print(f"\npool scaled to zero {elapsed:.1f}s after the pods succeeded")
@@ -137,7 +135,7 @@ def test_modes_run_to_completion(
         assert policy.workload_policy.type_ == "HIGH_THROUGHPUT"
     scenario.mark_pods("Succeeded", nodes)
     scenario.wait_phase("Succeeded")
-    eventually(lambda: scenario.pool_max() == 0, timeout=10, what="the pool at zero")
+    eventually(scenario.at_zero, timeout=10, what="the pool at zero")
 
 
 def test_existing_pool_is_never_created_or_deleted(scenario: Scenario) -> None:

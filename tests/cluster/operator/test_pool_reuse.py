@@ -61,7 +61,7 @@ def test_the_next_request_of_a_shape_takes_the_idle_pool_over(scenario: Scenario
     scenario.create(L4, mode="Spot")
     first_pool = scenario.pool_name
     finish(scenario)
-    assert scenario.pool_max() == 0
+    assert scenario.at_zero()
     label = scenario.pool().config.resource_labels[SHAPE_LABEL]
 
     second = another(scenario)
@@ -84,7 +84,7 @@ def test_the_next_request_of_a_shape_takes_the_idle_pool_over(scenario: Scenario
     assert second.condition("NodePoolReady")["status"] == "True"
 
     finish(second)
-    assert second.pool_max() == 0
+    assert second.at_zero()
     # The first request, finished long ago, leaves the pool to its new holder.
     scenario.delete()
     eventually(lambda: scenario.get() is None, what="the first request gone")
@@ -167,4 +167,4 @@ def test_no_reuse_when_turned_off(
         second.create(L4, mode="Spot")
         second.job()
         assert second.pool_name != scenario.pool_name
-        assert scenario.pool_max() == 0  # kept at zero, not deleted
+        assert scenario.at_zero()  # kept at zero, not deleted

@@ -88,7 +88,7 @@ def test_restart_in_every_phase_converges(
         scenario.mark_pods("Succeeded", 4)
         scenario.wait_phase("Succeeded")
     with OperatorThread(operator_config, kubeconfig=devcluster.kubeconfig):
-        eventually(lambda: scenario.pool_max() == 0, timeout=15, what="the pool at zero")
+        eventually(scenario.at_zero, timeout=15, what="the pool at zero")
         eventually(lambda: scenario.status().get("scaledDownAt"), what="scaledDownAt")
     _one_pool_one_job(scenario)
     assert [c.ok for c in scenario.emulator.calls_for("CreateNodePool")].count(True) == 1
@@ -104,7 +104,7 @@ def test_unavailable_bursts_end_in_success(
     scenario.mark_pods("Succeeded", 1)
     scenario.wait_phase("Succeeded", timeout=60)
     emulator.set_faults("GetNodePool", None)
-    eventually(lambda: scenario.pool_max() == 0, timeout=30, what="the pool at zero")
+    eventually(scenario.at_zero, timeout=30, what="the pool at zero")
     creates = emulator.calls_for("CreateNodePool")
     assert [c.ok for c in creates].count(True) == 1
     assert len(creates) <= 12, f"{len(creates)} CreateNodePool calls"
@@ -149,5 +149,5 @@ def test_spot_preemption_restarts_the_workload(
     scenario.mark_pods("Succeeded", 2, attempt=1)
     status = scenario.wait_phase("Succeeded")
     assert status["restarts"] == 1
-    eventually(lambda: scenario.pool_max() == 0, timeout=10, what="the pool at zero")
+    eventually(scenario.at_zero, timeout=10, what="the pool at zero")
     assert len(scenario.created_pools()) == 1

@@ -132,7 +132,7 @@ def test_the_leader_killed_mid_lifecycle(
     scenario.wait_phase("WaitingForCapacity", timeout=30)
     scenario.mark_pods("Succeeded", 1)
     scenario.wait_phase("Succeeded", timeout=30)
-    eventually(lambda: scenario.pool_max() == 0, timeout=30, what="the pool at zero")
+    eventually(scenario.at_zero, timeout=30, what="the pool at zero")
     eventually(lambda: scenario.status().get("scaledDownAt"), what="scaledDownAt")
     assert [c.ok for c in emulator.calls_for("CreateNodePool")].count(True) == 1
     assert len(scenario.created_pools()) == 1

@@ -1,0 +1,100 @@
+"""Every sample manifest runs to Succeeded on a regional emulated GKE cluster, through
+real Kueue and JobSet, with the pools GKE's rules accept (the emulator refuses what GKE
+refuses: a multi-host TPU slice outside one zone, a per-zone maximum that is not a
+slice, ...). The samples are applied as they are, with one change: a short
+`dws-operator.dev/sim-duration` so kwok ends their pods."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s
+
+from dws_operator.api import GROUP, PLURAL, VERSION
+from dws_operator.controller import KueueMode
+from dws_operator.kueue_objects import LOCAL_QUEUE, QUEUED_LOCAL_QUEUE, dws_objects
+from dws_workshop.devcluster.kueue import KueueManager, apply_kueue_objects
+from dws_workshop.sandbox.session import sandbox_cluster
+from dws_workshop.simulator.scenario import SimScenario
+from tests.builders import gpu
+from tests.cluster.e2e.conftest import Stack
+from tests.cluster.e2e.test_dws_flow import CLOCK
+from tests.gke.harness import rendered
+from tests.polling import eventually
+
+SAMPLES = sorted((Path(__file__).resolve().parents[3] / "manifests" / "samples").glob("*.yaml"))
+SIM_DURATION = "dws-operator.dev/sim-duration"
+
+
+def load(path: Path) -> dict[str, Any]:
+    [document] = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    request: dict[str, Any] = copy.deepcopy(document)
+    template = request["spec"]["template"]
+    template.setdefault("metadata", {}).setdefault("annotations", {})[SIM_DURATION] = "2s"
+    return request
+
+
+def test_every_sample_runs_on_a_regional_cluster(
+    stack: Stack, e2e_kueue: KueueManager, e2e_namespace: str
+) -> None:
+    requests = [load(path) for path in SAMPLES]
+    clusters = {sandbox_cluster(request) for request in requests}
+    # One regional cluster holds every sample: none names a zone outside its region.
+    [cluster] = clusters
+    assert "/locations/us-east5/" in cluster
+    scenario = stack(
+        SimScenario(clock_factor=CLOCK),
+        kueue=KueueMode.REQUIRED,
+        queue=LOCAL_QUEUE,
+        queued_queue=QUEUED_LOCAL_QUEUE,
+        cluster=cluster,
+    )
+    apply_kueue_objects(scenario.api, dws_objects([e2e_namespace], f"dws-{e2e_namespace}"))
+    # The platform team's pool that gpu-a100-existing-pool.yaml runs on.
+    team = rendered(gpu("nvidia-a100-80gb", nodes=2), "OnDemand", name="team-a100-pool")
+    scenario.emulator_create(team)
+    objects = k8s.CustomObjectsApi(scenario.api)
+    for request in requests:
+        objects.create_namespaced_custom_object(GROUP, VERSION, e2e_namespace, PLURAL, request)
+    names = sorted(r["metadata"]["name"] for r in requests)
+
+    def phases() -> dict[str, str]:
+        listed: Any = objects.list_namespaced_custom_object(GROUP, VERSION, e2e_namespace, PLURAL)
+        return {
+            item["metadata"]["name"]: (item.get("status") or {}).get("phase", "")
+            for item in listed["items"]
+        }
+
+    def all_done() -> dict[str, str] | None:
+        now = phases()
+        return now if all(now.get(n) in ("Succeeded", "Failed") for n in names) else None
+
+    done = eventually(all_done, timeout=300, what="every sample ended")
+    assert done == dict.fromkeys(names, "Succeeded"), done
+    # GKE accepted every pool at the first try, and each multi-host TPU slice lives in
+    # one zone of the region with per-zone limits of one slice.
+    creates = scenario.emulator.calls_for("CreateNodePool")
+    refused = [(c.request.node_pool.name, c.message) for c in creates if not c.ok]
+    assert refused == []
+    slices = [
+        c.request.node_pool
+        for c in creates
+        if c.request.node_pool.placement_policy.tpu_topology
+        or c.request.node_pool.placement_policy.policy_name
+    ]
+    assert len(slices) >= 6  # v5p (2 slices, reservation), v6e (3), tpu7x
+    for pool in slices:
+        assert len(pool.locations) == 1, pool.name
+        assert pool.locations[0].startswith("us-east5-"), pool.name
+        assert pool.autoscaling.max_node_count > 0, pool.name
+        assert pool.autoscaling.total_max_node_count == 0, pool.name
+    # Nothing is left running: every pool the operator made is at zero nodes.
+    made = {c.request.node_pool.name for c in creates if c.ok} - {"team-a100-pool"}
+    eventually(
+        lambda: all(scenario.pool_nodes(name) == 0 for name in made),
+        timeout=60,
+        what="every created pool at zero nodes",
+    )
