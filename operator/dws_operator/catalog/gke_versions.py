@@ -82,6 +82,9 @@ VERSION_GATES: tuple[VersionGate, ...] = (
         _QUEUED,
     ),
     VersionGate("TPU flex-start", GkeVersion.parse("1.33.0-gke.1712000"), "tpu", _FLEX_START),
+    # No GKE document gives TPU queued provisioning a minimum of its own (checked
+    # 2026-11-27); Cluster Toolkit's TPU queued blueprints pick version_prefix "1.35.",
+    # a release-channel choice rather than a floor. So TPU flex-start's minimum holds.
     VersionGate(
         "TPU flex-start with queued provisioning",
         GkeVersion.parse("1.33.0-gke.1712000"),

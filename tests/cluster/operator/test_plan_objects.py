@@ -29,6 +29,7 @@ import yaml
 from dws_operator.controller import OperatorConfig
 from dws_operator.gke.slice_pool import api_json
 from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
+from dws_workshop.emulator import EmulatorConfig
 from tests.builders import gpu, manifest, spec_body, tpu
 from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually
@@ -69,9 +70,15 @@ def test_the_comparison_finds_what_differs() -> None:
 
 
 def plan_objects(
-    config: OperatorConfig, namespace: str, body: dict[str, Any], uid: str, tmp_path: Path
+    config: OperatorConfig,
+    namespace: str,
+    body: dict[str, Any],
+    uid: str,
+    tmp_path: Path,
+    node_locations: list[str],
 ) -> Any:
-    """`dws-operator plan -f MANIFEST --objects -o json` with the operator's settings."""
+    """`dws-operator plan -f MANIFEST --objects -o json` with the operator's settings and
+    the node zones GKE reports for the cluster (the operator reads them from GKE)."""
     path = tmp_path / "request.yaml"
     path.write_text(yaml.safe_dump(body))
     env = {k: v for k, v in os.environ.items() if not k.startswith("DWS_")}
@@ -101,6 +108,8 @@ def plan_objects(
             config.cluster,
             "--kueue",
             config.kueue.value,
+            "--node-locations",
+            ",".join(node_locations),
         ],
         capture_output=True,
         text=True,
@@ -156,6 +165,7 @@ def held(scenario: Scenario, sent: dict[str, Any]) -> dict[str, Any] | None:
 def test_plan_prints_what_the_operator_sends(
     scenario: Scenario,
     operator_config: OperatorConfig,
+    emulator_config: EmulatorConfig,
     tmp_path: Path,
     accelerator: dict,
     mode: str,
@@ -167,7 +177,10 @@ def test_plan_prints_what_the_operator_sends(
         "dws-operator.dev", "v1alpha1", scenario.namespace, "trainingrequests", body
     )
     uid = eventually(lambda: (scenario.get() or {}).get("metadata", {}).get("uid"), what="uid")
-    document = plan_objects(operator_config, scenario.namespace, body, uid, tmp_path)
+    [cluster] = emulator_config.clusters
+    document = plan_objects(
+        operator_config, scenario.namespace, body, uid, tmp_path, cluster.node_zones
+    )
     # The first step is the one the operator acts on now.
     step = document["steps"][0]
     planned_pools = step["createNodePool"]
