@@ -1,12 +1,13 @@
-"""Every sample manifest runs to Succeeded on a regional emulated GKE cluster, through
-real Kueue and JobSet, with the pools GKE's rules accept (the emulator refuses what GKE
-refuses: a multi-host TPU slice outside one zone, a per-zone maximum that is not a
-slice, ...). The samples are applied as they are, with one change: a short
-`dws-operator.dev/sim-duration` so kwok ends their pods."""
+"""Every sample manifest, and the README's first TrainingRequest, runs to Succeeded on a
+regional emulated GKE cluster, through real Kueue and JobSet, with the pools GKE's rules
+accept (the emulator refuses what GKE refuses: a multi-host TPU slice outside one zone,
+a per-zone maximum that is not a slice, ...). They are applied as they are, with one
+change: a short `dws-operator.dev/sim-duration` so kwok ends their pods."""
 
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,27 @@ from tests.cluster.e2e.test_dws_flow import CLOCK
 from tests.gke.harness import rendered
 from tests.polling import eventually
 
-SAMPLES = sorted((Path(__file__).resolve().parents[3] / "manifests" / "samples").glob("*.yaml"))
+ROOT = Path(__file__).resolve().parents[3]
+SAMPLES = sorted((ROOT / "manifests" / "samples").glob("*.yaml"))
 SIM_DURATION = "dws-operator.dev/sim-duration"
+
+
+def readme_example() -> dict[str, Any]:
+    """The README's first TrainingRequest (the API section's example), renamed so it
+    does not meet the sample it resembles."""
+    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    first = next(b for b in blocks if "kind: TrainingRequest" in b)
+    document: dict[str, Any] = yaml.safe_load(first)
+    document["metadata"]["name"] = "readme-first-example"
+    return document
 
 
 def load(path: Path) -> dict[str, Any]:
     [document] = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return with_short_pods(document)
+
+
+def with_short_pods(document: dict[str, Any]) -> dict[str, Any]:
     request: dict[str, Any] = copy.deepcopy(document)
     template = request["spec"]["template"]
     template.setdefault("metadata", {}).setdefault("annotations", {})[SIM_DURATION] = "2s"
@@ -40,7 +56,8 @@ def load(path: Path) -> dict[str, Any]:
 def test_every_sample_runs_on_a_regional_cluster(
     stack: Stack, e2e_kueue: KueueManager, e2e_namespace: str
 ) -> None:
-    requests = [load(path) for path in SAMPLES]
+    requests = [*(load(path) for path in SAMPLES), with_short_pods(readme_example())]
+    assert requests[-1]["spec"]["accelerator"] == {"tpu": {"version": "v6e", "topology": "4x4"}}
     clusters = {sandbox_cluster(request) for request in requests}
     # One regional cluster holds every sample: none names a zone outside its region.
     [cluster] = clusters
