@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from dws_operator.api import TrainingRequestSpec
+from dws_operator.planning import plan_slice
+from dws_operator.zones import ClusterSite
 from dws_workshop.devcluster.stages import SIM_DURATION_ANNOTATION
 from dws_workshop.sandbox.figures import mixed_bound, percentile, queue_latencies, quota_bound
 from dws_workshop.sandbox.gke_view import GkeSnapshot, OperationTimes, PoolNow, wall_seconds
@@ -115,6 +117,12 @@ def test_every_shape_is_a_valid_request(shape: Shape) -> None:
     manifest = request_manifest("load-w1-00000", "default", shape, "2s")
     spec = TrainingRequestSpec.model_validate(manifest["spec"])
     assert spec.provisioning.mode.value in ("FlexStart", "Spot")
+    # The operator can place it on the load run's regional cluster (a multi-host TPU
+    # slice needs a zone it can justify there).
+    [cluster] = emulator_config(GkeLimits()).clusters
+    site = ClusterSite(cluster.location, tuple(cluster.node_zones))
+    plan = plan_slice(spec, pool_name="load", site=site)
+    assert plan.nodes == shape.nodes()
     assert manifest["spec"]["template"]["metadata"]["annotations"] == {
         SIM_DURATION_ANNOTATION: "2s"
     }
@@ -212,3 +220,10 @@ def test_pool_not_at_zero_while_it_may_have_nodes() -> None:
     assert gke(READY).at_zero_at(record(), since=0.0, now=1.0) is None
     zero = PoolNow(running=True, max_nodes=0, nodes=0)
     assert gke(zero, (30.0, None)).at_zero_at(record(), since=29.0, now=40.0) is None
+
+
+def test_a_slice_pool_is_at_zero_with_no_node_and_its_maximum_kept() -> None:
+    resized = PoolNow(running=True, max_nodes=2, nodes=0, holds_slice=True)
+    assert gke(resized, (30.0, 31.0)).at_zero_at(record(), since=29.0, now=40.0) == 31.0
+    still_up = PoolNow(running=True, max_nodes=2, nodes=1, holds_slice=True)
+    assert gke(still_up).at_zero_at(record(), since=0.0, now=1.0) is None

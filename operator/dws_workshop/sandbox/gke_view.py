@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from google.cloud import container_v1
 
 from dws_operator import rfc3339 as rfc3339_time
-from dws_operator.gke.ceiling import max_nodes
+from dws_operator.gke.ceiling import holds_slice, max_nodes
 from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
 from dws_workshop.sandbox.load import RequestRecord
 
@@ -46,6 +46,9 @@ class PoolNow:
     running: bool
     max_nodes: int
     nodes: int
+    #: A multi-host TPU slice pool: resized to zero, never capped (its maximum stays the
+    #: slice's), so no node is what "at zero" means for it.
+    holds_slice: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,13 +79,15 @@ class GkeSnapshot:
         return max(times)
 
     def at_zero_at(self, record: RequestRecord, since: float, now: float) -> float | None:
-        """When every pool of `record` was back at zero (autoscaling maximum 0 and no
-        nodes, or deleted) with no operation in flight: the end of its last operation
-        since `since`, else `now`; None while it is not."""
+        """When every pool of `record` was back at zero (no nodes, and an autoscaling
+        maximum of 0 unless it holds a TPU slice; or deleted) with no operation in
+        flight: the end of its last operation since `since`, else `now`; None while it
+        is not."""
         times: list[float] = []
         for name in record.pools:
             pool = self.pools.get(name)
-            if pool is not None and (pool.max_nodes > 0 or pool.nodes > 0):
+            capped = pool is None or pool.holds_slice or pool.max_nodes == 0
+            if pool is not None and (not capped or pool.nodes > 0):
                 return None
             operations = self.operations_since(name, since)
             if any(op.ended is None for op in operations):
@@ -94,7 +99,10 @@ class GkeSnapshot:
 def snapshot(emulator: ClusterManagerEmulator, cluster: str = DEFAULT_CLUSTER) -> GkeSnapshot:
     pools = {
         str(pool.name): PoolNow(
-            running=pool.status == POOL_RUNNING, max_nodes=max_nodes(pool), nodes=count
+            running=pool.status == POOL_RUNNING,
+            max_nodes=max_nodes(pool),
+            nodes=count,
+            holds_slice=holds_slice(pool),
         )
         for pool, count in emulator.node_pools(cluster)
     }

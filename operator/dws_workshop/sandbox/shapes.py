@@ -61,7 +61,9 @@ SHAPES: tuple[Shape, ...] = (
     Shape("v6e-2x4-spot", _tpu("v6e", "2x4"), "Spot"),
     Shape("v5e-2x2-spot", _tpu("v5e", "2x2"), "Spot"),
     Shape("v5p-2x2x1-flex", _tpu("v5p", "2x2x1"), "FlexStart"),
-    Shape("v5e-2x4-flex", _tpu("v5e", "2x4"), "FlexStart"),
+    # A multi-host flex-start slice where GKE documents its capacity (v5p: us-east5-a,
+    # in the sandbox cluster's region; v5e's only documented zone is us-west4-a).
+    Shape("v5p-2x2x2-flex", _tpu("v5p", "2x2x2"), "FlexStart"),
     Shape("h100-1-flex", _gpu("nvidia-h100-80gb", 1), "FlexStart"),
     Shape("l4-1-spot", _gpu("nvidia-l4", 1, count=1), "Spot"),
     Shape("a100-1-flex", _gpu("nvidia-a100-80gb", 1), "FlexStart"),
