@@ -41,7 +41,7 @@ from dws_operator.errors import InvalidSpec, SpecError
 from dws_operator.kube_types import TaintEffect
 from dws_operator.naming import slice_pool_names
 from dws_operator.validation import spec_errors
-from dws_operator.zones import ClusterSite, slice_zone
+from dws_operator.zones import ZONES_FIELD, ClusterSite, slice_zone
 
 
 class PlanModel(ApiModel):
@@ -199,7 +199,7 @@ class _Shape:
         return self.kind == "tpu" and self.nodes > 1 and self.topology is not None
 
 
-def _shape(spec: TrainingRequestSpec, site: ClusterSite | None) -> _Shape:
+def _shape(spec: TrainingRequestSpec, site: ClusterSite | None, zones_field: str) -> _Shape:
     tpu, gpu = spec.accelerator.tpu, spec.accelerator.gpu
     if tpu is not None:
         generation = TPU_GENERATIONS[tpu.version]
@@ -211,7 +211,7 @@ def _shape(spec: TrainingRequestSpec, site: ClusterSite | None) -> _Shape:
         if nodes > 1 and site is not None:
             named = tuple(spec.provisioning.zones or ())
             try:
-                zone = slice_zone(named, generation, spec.provisioning.mode, site)
+                zone = slice_zone(named, generation, spec.provisioning.mode, site, zones_field)
             except SpecError as error:
                 raise InvalidSpec([error]) from None
         return _Shape(
@@ -303,18 +303,22 @@ def _node_pool(
 
 
 def plan_slice(
-    spec: TrainingRequestSpec, pool_name: str | None = None, site: ClusterSite | None = None
+    spec: TrainingRequestSpec,
+    pool_name: str | None = None,
+    site: ClusterSite | None = None,
+    zones_field: str = ZONES_FIELD,
 ) -> SlicePlan:
     """Resolve the slice for `spec`; `pool_name` (the base name of the request's pools)
     names every slice's pool and, for a single slice, adds the node pool selector (the
     pods of a multi-slice request select their own slice's pool, see `workload`).
     `site`: where the cluster is, from which a multi-host TPU slice's zone is chosen
     when the request names none (`zones.slice_zone`). Without it (chip math alone) such
-    a pool has no zone; the operator always plans with its cluster's site."""
+    a pool has no zone; the operator always plans with its cluster's site. `zones_field`
+    names the step's zones in an error (a ladder step's are under `fallback[i]`)."""
     errors = spec_errors(spec)
     if errors:
         raise InvalidSpec(errors)
-    shape = _shape(spec, site)
+    shape = _shape(spec, site, zones_field)
     mode = MODE_SETTINGS[spec.provisioning.mode]
     selector = {shape.label_key: shape.label}
     if shape.topology is not None:

@@ -14,7 +14,10 @@ gets exactly one zone, taken, in this order, from:
    list GKE documents for the generation (`TpuGeneration.flex_start_zones`); none there
    is a refusal naming the documented zones, since GKE offers no flex-start capacity for
    that TPU elsewhere;
-4. a regional cluster, other modes (and generations with no documented flex-start
+4. a regional cluster, Reservation: a refusal asking for the reservation's zone (a
+   specific reservation's VMs are in one zone, which the operator cannot look up
+   without Compute rights it does not ask for);
+5. a regional cluster, other modes (and generations with no documented flex-start
    list, tpu7x today): the first of the cluster's node locations (sorted): every zone of
    them can host a pool; the request names another to choose.
 """
@@ -77,6 +80,12 @@ def slice_zone(
             f"GKE documents flex-start capacity for TPU {generation.version} only in "
             f"{', '.join(documented)}; none is in this cluster's region {site.region}: "
             "name a zone",
+        )
+    if mode == ProvisioningMode.RESERVATION:
+        raise SpecError(
+            field,
+            "a TPU slice on a reservation lives in the reservation's zone: name it (one "
+            "zone of this regional cluster's region " + site.region + ")",
         )
     if site.node_locations:
         return sorted(site.node_locations)[0]

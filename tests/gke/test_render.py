@@ -464,7 +464,10 @@ def test_without_node_settings_nothing_is_added() -> None:
 def test_default_node_settings_are_workload_identity_and_cloud_platform() -> None:
     config = with_settings(PoolDefaults()).config
     assert "service_account" not in config  # unset: GKE's default, with a warning at start
-    assert list(config.oauth_scopes) == ["https://www.googleapis.com/auth/cloud-platform"]
+    # Nor scopes: cloud-platform on the Compute Engine default account is not ours to give.
+    assert "oauth_scopes" not in config
+    own = with_settings(PoolDefaults(service_account=NODE_SA)).config
+    assert list(own.oauth_scopes) == ["https://www.googleapis.com/auth/cloud-platform"]
     assert config.workload_metadata_config.mode == METADATA.GKE_METADATA
     assert "disk_type" not in config
     assert "gcfs_config" not in config

@@ -29,7 +29,12 @@ def test_defaults_are_workload_identity_and_cloud_platform() -> None:
     defaults = OperatorConfig.from_env(BASE).pool_defaults
     assert defaults == PoolDefaults()
     assert defaults.service_account is None
-    assert defaults.oauth_scopes == (CLOUD_PLATFORM_SCOPE,)
+    assert defaults.oauth_scopes == ()
+    # No scope is sent for the Compute Engine default account (GKE's defaults apply);
+    # the nodes' own account gets cloud-platform, so IAM alone decides.
+    assert defaults.scopes == ()
+    own = parsed({**BASE, "DWS_NODE_SERVICE_ACCOUNT": "nodes@p.iam.gserviceaccount.com"})
+    assert own.scopes == (CLOUD_PLATFORM_SCOPE,)
     assert defaults.workload_metadata == "GKE_METADATA"
     assert (defaults.labels, defaults.tags) == ((), ())
     assert (defaults.disk_type, defaults.disk_size_gb, defaults.image_streaming) == (

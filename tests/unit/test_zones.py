@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from dws_operator.api import TrainingRequestStatus
 from dws_operator.catalog import TPU_GENERATIONS, ProvisioningMode, TpuVersion
 from dws_operator.errors import InvalidSpec, SpecError
 from dws_operator.planning import plan_slice
+from dws_operator.reconcile.decide import planned
+from dws_operator.reconcile.observed import RequestView
 from dws_operator.zones import ClusterSite, slice_zone
-from tests.builders import SITE, make_spec, tpu
+from tests.builders import SITE, make_spec, spec_body, tpu
 
 V6E = TPU_GENERATIONS[TpuVersion.V6E]
 TPU7X = TPU_GENERATIONS[TpuVersion.TPU7X]
@@ -65,3 +70,36 @@ def test_several_zones_for_a_tpu_are_refused() -> None:
     with pytest.raises(InvalidSpec) as caught:
         plan_slice(spec, pool_name="p", site=SITE)
     assert caught.value.first.field == "spec.provisioning.zones"
+
+
+def test_a_reservation_slice_on_a_regional_cluster_needs_its_zone_named() -> None:
+    reservation = ProvisioningMode.RESERVATION
+    with pytest.raises(SpecError) as caught:
+        slice_zone((), V6E, reservation, SITE)
+    assert caught.value.field == "spec.provisioning.zones"
+    assert "reservation's zone" in caught.value.message
+    assert slice_zone(("us-east5-c",), V6E, reservation, SITE) == "us-east5-c"
+    assert slice_zone((), V6E, reservation, ClusterSite("us-east5-b")) == "us-east5-b"
+
+
+def test_a_ladder_step_that_cannot_be_placed_is_refused_before_the_first_step() -> None:
+    # Spot places anywhere in the region; the FlexStart step after it has no documented
+    # v6e zone in europe-west4. The request is refused on its first pass, naming the step,
+    # not when the ladder reaches it with step 1's pool to clean up.
+    body = spec_body(
+        tpu("v6e", "4x4"),
+        mode="Spot",
+        provisioning={"maxWaitDuration": "1h", "fallback": [{"mode": "FlexStart"}]},
+    )
+    europe = ClusterSite("europe-west4", ("europe-west4-a", "europe-west4-b"))
+    view = RequestView("r", "ns", "uid-ladder", 1, False, body, TrainingRequestStatus(), europe)
+    result = planned(view)
+    assert isinstance(result, InvalidSpec)
+    [error] = result.errors
+    assert error.field == "spec.provisioning.fallback[0].zones"
+    assert "europe-west4" in error.message
+    # In us-east5 both steps have a zone: the first step plans.
+    east = dataclasses.replace(view, uid="uid-ladder-east", site=SITE)
+    result = planned(east)
+    assert not isinstance(result, InvalidSpec)
+    assert result.plan.node_pool.zones == ("us-east5-a",)

@@ -73,7 +73,8 @@ class PoolDefaults:
 
     #: The nodes' Google service account; None: the Compute Engine default one.
     service_account: str | None = None
-    oauth_scopes: tuple[str, ...] = (CLOUD_PLATFORM_SCOPE,)
+    #: The scopes asked for; empty: see `scopes`.
+    oauth_scopes: tuple[str, ...] = ()
     #: GKE_METADATA: pods reach the GKE metadata server (Workload Identity), never the
     #: node's own credentials. GCE_METADATA exposes the node's service account to pods.
     workload_metadata: WorkloadMetadataMode = "GKE_METADATA"
@@ -90,6 +91,17 @@ class PoolDefaults:
     @property
     def label_map(self) -> dict[str, str]:
         return dict(self.labels)
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        """The OAuth scopes sent: those asked for; else `cloud-platform` for the nodes'
+        own service account (Google's advice: IAM alone then limits it); else none, so
+        GKE's default scopes apply. `cloud-platform` on the Compute Engine default
+        account (often the project's Editor) would hand that to anything on the nodes
+        that reaches their metadata server, host-network pods included."""
+        if self.oauth_scopes:
+            return self.oauth_scopes
+        return (CLOUD_PLATFORM_SCOPE,) if self.service_account is not None else ()
 
 
 def default_service_account_warning(defaults: PoolDefaults) -> str | None:
@@ -111,7 +123,12 @@ def parse_pool_defaults(get: Callable[[str, str], str | None]) -> PoolDefaults:
     """
     account = _text(get("node_service_account", "DWS_NODE_SERVICE_ACCOUNT"))
     scopes_text = get("node_oauth_scopes", "DWS_NODE_OAUTH_SCOPES")
-    scopes = (CLOUD_PLATFORM_SCOPE,) if scopes_text is None else _items(scopes_text)
+    scopes = _items(scopes_text or "")
+    if scopes_text and scopes_text.strip() and not scopes:
+        raise PoolDefaultsError(
+            f"DWS_NODE_OAUTH_SCOPES is empty; expected comma-separated scope URLs such as "
+            f"{CLOUD_PLATFORM_SCOPE}, or unset"
+        )
     mode = _text(get("node_workload_metadata", "DWS_NODE_WORKLOAD_METADATA")) or "GKE_METADATA"
     mode = mode.upper()
     if mode not in WORKLOAD_METADATA_MODES:
@@ -147,11 +164,6 @@ def _check(defaults: PoolDefaults) -> None:
         raise PoolDefaultsError(
             f"DWS_NODE_SERVICE_ACCOUNT={account!r} is not valid; expected a service "
             "account email such as nodes@my-project.iam.gserviceaccount.com"
-        )
-    if not defaults.oauth_scopes:
-        raise PoolDefaultsError(
-            f"DWS_NODE_OAUTH_SCOPES is empty; expected comma-separated scope URLs such as "
-            f"{CLOUD_PLATFORM_SCOPE}"
         )
     for scope in defaults.oauth_scopes:
         if not scope.startswith(SCOPE_PREFIX) or len(scope) == len(SCOPE_PREFIX):

@@ -141,7 +141,8 @@ def _node_config(
 def _apply_defaults(config: container_v1.NodeConfig, defaults: PoolDefaults) -> None:
     if defaults.service_account is not None:
         config.service_account = defaults.service_account
-    config.oauth_scopes = list(defaults.oauth_scopes)
+    if defaults.scopes:
+        config.oauth_scopes = list(defaults.scopes)
     config.workload_metadata_config = container_v1.WorkloadMetadataConfig(
         mode=_METADATA_MODES[defaults.workload_metadata]
     )

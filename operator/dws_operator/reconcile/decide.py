@@ -347,6 +347,8 @@ def planned(request: RequestView) -> Planned:
         errors = spec_errors(spec) if spec.ladder_steps > 1 else []
         if errors:
             raise InvalidSpec(errors)
+        if spec.ladder_steps > 1:
+            _every_step_placed(spec, site)
         stepped = spec.at_step(step) if spec.ladder_steps > 1 else spec
         plan = plan_slice(stepped, pool_name=pool_name, site=site)
         result = StepPlan(stepped, plan, tuple(spec.provisioning.steps), step)
@@ -358,6 +360,26 @@ def planned(request: RequestView) -> Planned:
     if len(_plans) > PLAN_MEMORY:
         _plans.popitem(last=False)
     return result
+
+
+def _every_step_placed(spec: TrainingRequestSpec, site: ClusterSite | None) -> None:
+    """InvalidSpec naming the step when a ladder step's slice cannot be placed on this
+    cluster (a multi-host TPU slice with no zone to justify): found before the first
+    step starts, not when the ladder reaches that step with the earlier steps' pools
+    still to clean up."""
+    errors: list[SpecError] = []
+    for index in range(spec.ladder_steps):
+        field = (
+            "spec.provisioning.zones"
+            if index == 0
+            else f"spec.provisioning.fallback[{index - 1}].zones"
+        )
+        try:
+            plan_slice(spec.at_step(index), site=site, zones_field=field)
+        except InvalidSpec as invalid:
+            errors.extend(invalid.errors)
+    if errors:
+        raise InvalidSpec(errors)
 
 
 def decide(observed: Observed, config: ReconcileConfig) -> Decision:
