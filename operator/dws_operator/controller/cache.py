@@ -154,6 +154,9 @@ class RequestSummary:
     nodes: int
     #: When its pool was let go: status.scaledDownAt, else status.finishedAt.
     released_at: str | None
+    #: The operator scaled its pools down (status.scaledDownAt): not so under
+    #: `cleanup: Keep`, whose pools stay the request's.
+    scaled_down: bool = False
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> RequestSummary:
@@ -169,6 +172,7 @@ class RequestSummary:
             pool=pool if isinstance(pool, str) else "",
             nodes=int((status.get("plan") or {}).get("nodes") or 0),
             released_at=released if isinstance(released, str) else None,
+            scaled_down=isinstance(status.get("scaledDownAt"), str),
         )
 
 

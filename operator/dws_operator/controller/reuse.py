@@ -1,8 +1,9 @@
 """Idle node pools, kept for the next request of their shape, and deleted when unused.
 
 A pool is idle when the operator made it (it carries a shape label), it is at zero (its
-autoscaling ceiling and its Nodes), no operation is queued or running on it, and the
-request holding it (its uid label) is gone or finished. A new request of the same shape
+autoscaling ceiling and its Nodes; a TPU slice pool, never capped, by its Nodes and its
+holder's scale-down), no operation is queued or running on it, and the request holding
+it (its uid label) is gone or finished. A new request of the same shape
 takes it over instead of creating a pool: its status names the pool first (so a crash
 after that finds the binding), then the pool's labels and ceiling are set for it.
 
@@ -151,6 +152,12 @@ class PoolShelf:
         holder = self.holder(pool)
         if holder is not None and holder != key and not self._finished(holder):
             return False
+        if holds_slice(pool) and holder is not None and holder != key:
+            # No ceiling says so: only its holder's scale-down hands a slice pool on (a
+            # `cleanup: Keep` request's pool stays its own, Nodes or none).
+            summary = self.cache.summary(holder)
+            if summary is not None and not summary.scaled_down:
+                return False
         return not any(
             other not in (key, holder) and not self._finished(other)
             for other in self.cache.bound_to(name)

@@ -15,7 +15,7 @@ from dws_operator.gke.labels import UID_LABEL
 from dws_operator.gke.shapes import SHAPE_LABEL
 from dws_workshop.devcluster import DevCluster
 from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
-from tests.builders import gpu
+from tests.builders import gpu, tpu
 from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually
 
@@ -168,3 +168,46 @@ def test_no_reuse_when_turned_off(
         second.job()
         assert second.pool_name != scenario.pool_name
         assert scenario.at_zero()  # kept at zero, not deleted
+
+
+SLICE = tpu("v6e", "2x4")  # a multi-host slice: 2 VMs, one zone, never capped
+
+
+@pytest.mark.usefixtures("reuse_operator")
+def test_a_tpu_slice_pool_is_taken_over_after_its_scale_down(scenario: Scenario) -> None:
+    scenario.create(SLICE, mode="Spot")
+    scenario.job()
+    scenario.mark_pods("Succeeded", 2)
+    scenario.wait_phase("Succeeded")
+    eventually(lambda: scenario.status().get("scaledDownAt"), what="scaledDownAt")
+    first_pool = scenario.pool_name
+    second = another(scenario)
+    second.create(SLICE, mode="Spot")
+    eventually(lambda: (second.status().get("nodePool") or {}).get("reused"), what="a reused pool")
+    assert second.pool_name == first_pool
+    second.job()  # the pool is ready for it again: relabelled, then the workload made
+    assert second.pool().config.resource_labels[UID_LABEL] == second.get()["metadata"]["uid"]
+    assert len([c for c in scenario.emulator.calls_for("CreateNodePool") if c.ok]) == 1
+    # Its bounds were the slice's all along: never capped at zero, by either request.
+    assert second.pool_max() == 2
+    for call in scenario.emulator.calls_for("SetNodePoolAutoscaling"):
+        assert call.request.autoscaling.max_node_count == 2, call.request
+
+
+@pytest.mark.usefixtures("reuse_operator")
+def test_a_kept_tpu_slice_pool_stays_its_requests(scenario: Scenario) -> None:
+    scenario.create(SLICE, mode="Spot", nodePool={"cleanup": "Keep"})
+    scenario.job()
+    scenario.mark_pods("Succeeded", 2)
+    scenario.wait_phase("Succeeded")
+    kept = scenario.pool_name
+    # No Node and its holder finished, but `Keep` never scaled it down: not idle.
+    assert scenario.pool_nodes(kept) == 0
+    assert scenario.status().get("scaledDownAt") is None
+    second = another(scenario)
+    second.create(SLICE, mode="Spot")
+    second.job()
+    assert second.pool_name != kept
+    assert (second.status().get("nodePool") or {}).get("reused") is None
+    assert scenario.pool() is not None
+    assert scenario.pool().config.resource_labels[UID_LABEL] == scenario.get()["metadata"]["uid"]
