@@ -452,6 +452,23 @@ def test_autoscaling_changes_are_validated(emulator: ClusterManagerEmulator) -> 
     assert all(e.reason == "InvalidArgument" and not e.retryable for e in errors)
 
 
+def test_a_pool_may_live_in_any_zone_of_the_region(emulator: ClusterManagerEmulator) -> None:
+    # us-east5-d is not one of the sandbox cluster's node locations (a, b, c): GKE places
+    # a pool in any zone of its cluster's region.
+    pool = spot_gpu()
+    pool.locations = ["us-east5-d"]
+
+    async def scenario(client: NodePoolClient) -> NodePool | None:
+        created = await client.create(pool, UID)
+        assert created.operation is not None
+        await client.wait(created.operation)
+        return await client.get(pool.name)
+
+    served = run(emulator, scenario)
+    assert served is not None
+    assert list(served.locations) == ["us-east5-d"]
+
+
 def test_unknown_pool_is_not_found(emulator: ClusterManagerEmulator) -> None:
     path = f"{DEFAULT_CLUSTER}/nodePools/dws-nowhere"
 

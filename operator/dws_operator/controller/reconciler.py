@@ -237,6 +237,12 @@ class Reconciler:
         """Before a request's pool is created: an idle pool of its shape, if there is
         one, becomes its pool. The status names it first (a crash after this finds the
         binding and goes on with the takeover); the labels and ceiling come after."""
+        try:
+            # The cluster's node locations (a TPU slice's zone, so its shape) come with
+            # its first read; cached, so this is no call on later passes.
+            await self.sources.gke.master_version()
+        except GkeError:
+            return body  # no reuse this pass; observing the request reports the error
         shape = self._shape_to_reuse(body)
         if shape is None:
             return body

@@ -35,6 +35,7 @@ limit's minute are GKE's own times, simulated, and pass `clock_factor` times fas
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast, get_args
 
@@ -186,6 +187,11 @@ class ClusterConfig(EmulatorModel):
         parts = self.location.split("-")
         # A zonal cluster's location is a zone ("us-east5-a"); its region drops the suffix.
         return "-".join(parts[:-1]) if len(parts) == 3 else self.location
+
+    def in_region(self, zone: str) -> bool:
+        """Whether `zone` is a zone of the cluster's region (`us-east5-d` of `us-east5`):
+        where GKE lets a pool of the cluster live, its node locations or not."""
+        return re.fullmatch(re.escape(self.region) + r"-[a-z]", zone) is not None
 
     @property
     def node_zones(self) -> list[str]:

@@ -118,12 +118,11 @@ def validate_new_pool(
     """
     validate_name(pool.name)
     config = pool.config
-    zones = cluster.node_zones
     for index, zone in enumerate(pool.locations):
-        if zone not in zones:
+        if not cluster.in_region(zone):
             raise invalid(
                 f"node_pool.locations[{index}]",
-                f"{zone!r} is not a zone of cluster {cluster.name}; allowed: {', '.join(zones)}",
+                f"{zone!r} is not a zone of cluster {cluster.name}'s region {cluster.region}",
                 rule="GKE-POOL-LOCATIONS",
             )
     if pool.initial_node_count < 0:

@@ -420,12 +420,12 @@ class ClusterManagerService:
         self.state.ensure_idle(record)
         self.state.ensure_operation_slot(record.cluster)
         pool = record.pool
-        zones = record.cluster.config.node_zones
+        cluster = record.cluster.config
         for index, zone in enumerate(request.locations):
-            if zone not in zones:
+            if not cluster.in_region(zone):
                 raise invalid(
                     f"locations[{index}]",
-                    f"{zone!r} is not a zone of the cluster",
+                    f"{zone!r} is not a zone of the cluster's region {cluster.region}",
                     rule="GKE-POOL-LOCATIONS",
                 )
         labels = dict(request.labels.labels) if "labels" in request else None
