@@ -74,7 +74,8 @@ class AutoscalingPlan(PlanModel):
         description=(
             "The limits bound the whole pool (GKE's total_*_node_count), not each zone: "
             "per-zone limits would let a pool over N zones grow to N times the request. "
-            "False only for a pool given exactly one zone, where the two agree."
+            "False for a pool given exactly one zone, where the two agree, and for a "
+            "multi-host TPU slice (GKE checks the slice against the per-zone maximum)."
         ),
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ PARENT = "projects/proj-123/locations/us-east5/clusters/c1"
 @pytest.fixture(autouse=True)
 def _no_operator_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     """The settings come from flags here, not from whatever this shell exports."""
+    for env in [name for name in os.environ if name.startswith("DWS_NODE_")]:
+        monkeypatch.delenv(env)
     for env in (
         "DWS_GKE_PROJECT",
         "DWS_GKE_LOCATION",

@@ -262,7 +262,9 @@ class NodePoolClient:
         leaves the autoscaler free to add nodes back for any pending pod, and capping
         alone leaves idle nodes until the autoscaler's scale-down delay (10 minutes by
         default) passes, billed all the while. GKE runs one operation per pool at a
-        time, so the second call waits for the first. None if the pool is gone.
+        time, so the second call waits for the first. A TPU slice pool is only resized
+        (`ceiling.holds_slice`: GKE checks its maximum against the slice size); no pod
+        of its request is left to ask for nodes. None if the pool is gone.
         """
         pool = await self.get(name)
         if pool is None:

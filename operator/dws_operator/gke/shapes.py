@@ -6,7 +6,8 @@ update of two settings) instead of a new pool being created (GKE's slowest node 
 operation, and one of the cluster's few operation slots for tens of seconds).
 
 The shape is a digest of the pool as rendered for the plan, without its name, its
-labels and its autoscaling ceiling (zero while idle, the plan's again once taken). It
+labels and its autoscaling ceiling (zero while idle, the plan's again once taken; a
+TPU slice pool's stays the slice's). It
 is written on the pool as a label when the pool is created: comparing what the
 operator rendered, not what GKE returns, keeps fields GKE fills in (zones, versions)
 out of it.
