@@ -412,7 +412,7 @@ NODE_SETTINGS = PoolDefaults(
     workload_metadata="GKE_METADATA",
     labels=(("team", "ml"),),
     tags=("dws-nodes",),
-    disk_type="pd-ssd",
+    disk_type="hyperdisk-balanced",
     disk_size_gb=200,
     image_streaming=True,
 )
@@ -435,7 +435,7 @@ def test_node_settings_are_rendered_on_the_node_config() -> None:
     expected.oauth_scopes = ["https://www.googleapis.com/auth/cloud-platform"]
     expected.workload_metadata_config = WorkloadMetadataConfig(mode=METADATA.GKE_METADATA)
     expected.tags = ["dws-nodes"]
-    expected.disk_type = "pd-ssd"
+    expected.disk_type = "hyperdisk-balanced"
     expected.disk_size_gb = 200
     expected.gcfs_config = GcfsConfig(enabled=True)
     expected.labels = {**LABELS, "team": "ml"}
@@ -520,3 +520,22 @@ def test_the_shape_follows_the_node_identity_not_the_extra_labels() -> None:
     ):
         assert shape_of(with_settings(other)) != same, other
     assert shape_of(with_settings(None)) != shape_of(with_settings(PoolDefaults()))
+
+
+def test_a_tpu_pool_gets_the_disk_type_only_where_its_series_boots_from_it() -> None:
+    # v6e boots from hyperdisk-balanced only, v5p from pd-balanced only: one
+    # operator-wide type is sent where GKE takes it, left out (GKE's default) elsewhere.
+    hyperdisk = PoolDefaults(disk_type="hyperdisk-balanced", disk_size_gb=200)
+    v6e = with_settings(hyperdisk, tpu("v6e", "4x4")).config
+    assert (v6e.disk_type, v6e.disk_size_gb) == ("hyperdisk-balanced", 200)
+    v5p = with_settings(hyperdisk, tpu("v5p", "2x2x2")).config
+    assert "disk_type" not in v5p
+    assert v5p.disk_size_gb == 200
+    balanced = PoolDefaults(disk_type="pd-balanced")
+    assert with_settings(balanced, tpu("v5p", "2x2x2")).config.disk_type == "pd-balanced"
+    assert "disk_type" not in with_settings(balanced, tpu("v6e", "4x4")).config
+    # GPUs and generations with no documented list get it as given.
+    assert with_settings(hyperdisk, gpu("nvidia-l4", nodes=1)).config.disk_type == (
+        "hyperdisk-balanced"
+    )
+    assert with_settings(balanced, tpu("tpu7x", "2x2x1")).config.disk_type == "pd-balanced"

@@ -89,6 +89,9 @@ class TpuGeneration:
     #: "About GPU and TPU provisioning with flex-start" page, read 2026-11-27). Empty:
     #: no documented list, so the operator never picks a zone for it on its own.
     flex_start_zones: tuple[str, ...] = ()
+    #: The only boot disk types its TPU VMs take (Cloud TPU's table "TPU support for
+    #: Hyperdisk and Persistent Disk"). Empty: none documented, any is sent.
+    boot_disk_types: tuple[str, ...] = ()
 
     def machine_type(self, name: str) -> TpuMachineType | None:
         return next((m for m in self.machine_types if m.name == name), None)
@@ -158,6 +161,7 @@ TPU_GENERATIONS: dict[TpuVersion, TpuGeneration] = {
                 machine_type="ct4p-hightpu-4t",
             ),
             flex_start=False,
+            boot_disk_types=("pd-balanced",),
         ),
         TpuGeneration(
             version=TpuVersion.V5E,
@@ -170,6 +174,7 @@ TPU_GENERATIONS: dict[TpuVersion, TpuGeneration] = {
             topologies=_two_d("ct5lp-hightpu"),
             dimensions=2,
             flex_start_zones=("us-west4-a",),
+            boot_disk_types=("pd-balanced",),
         ),
         TpuGeneration(
             version=TpuVersion.V5P,
@@ -186,6 +191,7 @@ TPU_GENERATIONS: dict[TpuVersion, TpuGeneration] = {
                 machine_type="ct5p-hightpu-4t",
             ),
             flex_start_zones=("us-east5-a",),
+            boot_disk_types=("pd-balanced",),
         ),
         TpuGeneration(
             version=TpuVersion.V6E,
@@ -198,6 +204,7 @@ TPU_GENERATIONS: dict[TpuVersion, TpuGeneration] = {
             topologies=_two_d("ct6e-standard"),
             dimensions=2,
             flex_start_zones=("asia-northeast1-b", "us-east5-a", "us-east5-b"),
+            boot_disk_types=("hyperdisk-balanced",),
         ),
         TpuGeneration(
             version=TpuVersion.TPU7X,
@@ -237,3 +244,12 @@ def default_machine_type(generation: TpuGeneration, topology: str) -> str:
         if by_chips[name] == wanted:
             return name
     return candidates[0]
+
+
+def boot_disk_types(machine_type: str) -> tuple[str, ...]:
+    """The boot disk types a TPU machine type takes; empty when any may be sent (not a
+    TPU machine type, or none documented)."""
+    for generation in TPU_GENERATIONS.values():
+        if generation.machine_type(machine_type) is not None:
+            return generation.boot_disk_types
+    return ()

@@ -13,6 +13,7 @@ from google.cloud import container_v1
 from google.protobuf import duration_pb2
 
 from dws_operator.catalog import ReservationAffinity
+from dws_operator.catalog.tpu import boot_disk_types
 from dws_operator.gke.labels import merge_labels, owned_by, pool_labels
 from dws_operator.gke.pool_defaults import PoolDefaults
 from dws_operator.planning import NodePoolSettings, SlicePlan
@@ -147,7 +148,11 @@ def _apply_defaults(config: container_v1.NodeConfig, defaults: PoolDefaults) -> 
         mode=_METADATA_MODES[defaults.workload_metadata]
     )
     config.tags = list(defaults.tags)
-    if defaults.disk_type is not None:
+    allowed = boot_disk_types(config.machine_type)
+    if defaults.disk_type is not None and (not allowed or defaults.disk_type in allowed):
+        # A TPU machine series boots from one disk type only (v6e: hyperdisk-balanced;
+        # v4, v5e, v5p: pd-balanced): the operator-wide type is left out where GKE would
+        # refuse it, so GKE's default for that series applies.
         config.disk_type = defaults.disk_type
     if defaults.disk_size_gb is not None:
         config.disk_size_gb = defaults.disk_size_gb
