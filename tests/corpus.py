@@ -10,6 +10,16 @@ from tests.builders import gpu, tpu
 #: (case, make_spec kwargs, field the error must name, words the Python message contains)
 INVALID: list[tuple[str, dict[str, Any], str, str]] = [
     (
+        "tpu-two-zones",
+        {
+            "accelerator": tpu("v6e", "4x4"),
+            "mode": "Spot",
+            "provisioning": {"zones": ["us-east5-a", "us-east5-b"]},
+        },
+        "spec.provisioning.zones",
+        "a TPU node pool lives in one zone",
+    ),
+    (
         "tpu-v4-queued",
         {"accelerator": tpu("v4", "2x2x2"), "mode": "QueuedProvisioning"},
         "spec.provisioning.mode",
@@ -310,6 +320,16 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
 #: Ladders whose broken step only the whole spec shows (the accelerator decides): the
 #: API server names the list in its cause and the step and field in its message.
 INVALID_STEPS: list[tuple[str, dict[str, Any], str, str]] = [
+    (
+        "ladder-tpu-two-zones",
+        {
+            "accelerator": tpu("v6e", "4x4"),
+            "mode": "FlexStart",
+            "provisioning": {"fallback": [{"mode": "Spot", "zones": ["us-east5-a", "us-east5-b"]}]},
+        },
+        "spec.provisioning.fallback[0].zones",
+        "a TPU node pool lives in one zone",
+    ),
     (
         "ladder-v4-flex-start",
         {

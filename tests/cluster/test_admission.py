@@ -379,7 +379,7 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             TPU_4X4,
             queueName="team-a",
             maxRestarts=3,
-            provisioning={"zones": ["us-east5-b", "europe-west4-a"]},
+            provisioning={"zones": ["us-east5-b"]},
             template={
                 "metadata": {"labels": {"team": "a"}},
                 "spec": {
