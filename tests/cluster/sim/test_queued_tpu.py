@@ -16,11 +16,13 @@ from tests.polling import eventually, never
 POOL = "v6e-q"
 #: One simulated minute per real second.
 FAST = 60.0
-#: What Cluster Toolkit's queued v6e JobSet selects, plus the accelerator.
+#: What the operator's queued pods select: the slice and flex-start. Not the
+#: `gke-queued` label: GKE taints queued nodes but labels them so only when the pool
+#: asks for it (Cluster Toolkit's blueprints add it to the pool's labels themselves).
 SLICE_SELECTOR = {
     "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
     "cloud.google.com/gke-tpu-topology": "4x4",
-    "cloud.google.com/gke-queued": "true",
+    "cloud.google.com/gke-flex-start": "true",
 }
 TOLERATIONS = [
     {"key": "google.com/tpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
@@ -160,7 +162,6 @@ def test_only_a_whole_slice_request_is_provisioned_all_at_once(
             "cloud.google.com/gke-tpu-topology": "4x4",
             "cloud.google.com/gke-flex-start": "true",
             "cloud.google.com/gke-provisioning": "flex-start",
-            "cloud.google.com/gke-queued": "true",
             "cloud.google.com/machine-family": "ct6e",
             "cloud.google.com/gke-os-distribution": "cos",
             "cloud.google.com/gke-container-runtime": "containerd",
