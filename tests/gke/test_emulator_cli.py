@@ -52,7 +52,8 @@ class Lines:
         for line in stream:
             self._lines.put(line)
 
-    def next(self, timeout: float = 30.0) -> str:
+    def next(self, timeout: float = 120.0) -> str:
+        # A hang guard: under a loaded CI run, a fresh interpreter took over 30 s to print.
         try:
             return self._lines.get(timeout=timeout)
         except queue.Empty:

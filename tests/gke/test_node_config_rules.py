@@ -130,12 +130,24 @@ def set_config(field: str, value: Any) -> Callable[[NodePool], None]:
     return edit
 
 
+def with_disk(accelerator: dict[str, Any], disk_type: str) -> Callable[[], NodePool]:
+    """A TPU pool sent with `disk_type` as its boot disk (the operator itself leaves a
+    type off a series that does not boot from it: this is what GKE is asked otherwise)."""
+
+    def make() -> NodePool:
+        pool = pool_of(accelerator, "FlexStart", PoolDefaults())
+        pool.config.disk_type = disk_type
+        return pool
+
+    return make
+
+
 def v6e(disk_type: str) -> Callable[[], NodePool]:
-    return lambda: pool_of(tpu("v6e", "2x2"), "FlexStart", PoolDefaults(disk_type=disk_type))
+    return with_disk(tpu("v6e", "2x2"), disk_type)
 
 
 def v5e(disk_type: str) -> Callable[[], NodePool]:
-    return lambda: pool_of(tpu("v5e", "2x2"), "FlexStart", PoolDefaults(disk_type=disk_type))
+    return with_disk(tpu("v5e", "2x2"), disk_type)
 
 
 REFUSALS = [

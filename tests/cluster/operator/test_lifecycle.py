@@ -89,7 +89,8 @@ def test_tpu_v6e_4x4_flex_start(scenario: Scenario) -> None:
         (
             tpu("v5p", "2x2x2"),
             "Reservation",
-            {"provisioning": {"reservation": "blk-7"}},
+            # A reservation's slice lives in the reservation's zone, named.
+            {"provisioning": {"reservation": "blk-7", "zones": ["us-east5-b"]}},
             "reservation",
         ),
         (tpu("tpu7x", "2x2x2"), "FlexStart", {}, "workload-policy"),

@@ -40,7 +40,8 @@ class Replica:
     def stop(self, signum: int = signal.SIGTERM) -> int:
         if self.process.poll() is None:
             self.process.send_signal(signum)
-        code = self.process.wait(timeout=60)
+        # A hang guard, not a measure: a loaded CI machine once took over 60 s to stop it.
+        code = self.process.wait(timeout=180)
         self._out.close()
         return code
 
