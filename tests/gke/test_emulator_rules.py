@@ -365,6 +365,20 @@ QUEUED_TPUS = [
 ]
 
 
+def create_and_get(emulator: ClusterManagerEmulator, pool: NodePool) -> NodePool:
+    """Create `pool` through the operator's client, wait for it, and read it back."""
+
+    async def scenario(client: NodePoolClient) -> NodePool | None:
+        created = await client.create(pool, UID)
+        assert created.operation is not None
+        await client.wait(created.operation)
+        return await client.get(pool.name)
+
+    served = run(emulator, scenario)
+    assert served is not None
+    return served
+
+
 @pytest.mark.parametrize(("version", "topology", "nodes"), QUEUED_TPUS)
 def test_queued_tpu_pool_is_created_empty(
     emulator: ClusterManagerEmulator, version: str, topology: str, nodes: int
@@ -377,14 +391,7 @@ def test_queued_tpu_pool_is_created_empty(
     pool = queued_tpu(version, topology, workload_policy=policy)
     path = f"{DEFAULT_CLUSTER}/nodePools/{pool.name}"
 
-    async def scenario(client: NodePoolClient) -> NodePool | None:
-        created = await client.create(pool, UID)
-        assert created.operation is not None
-        await client.wait(created.operation)
-        return await client.get(pool.name)
-
-    served = run(emulator, scenario)
-    assert served is not None
+    served = create_and_get(emulator, pool)
     assert served.status == NodePool.Status.RUNNING
     assert served.queued_provisioning.enabled
     assert served.config.flex_start
@@ -458,14 +465,7 @@ def test_a_pool_may_live_in_any_zone_of_the_region(emulator: ClusterManagerEmula
     pool = spot_gpu()
     pool.locations = ["us-east5-d"]
 
-    async def scenario(client: NodePoolClient) -> NodePool | None:
-        created = await client.create(pool, UID)
-        assert created.operation is not None
-        await client.wait(created.operation)
-        return await client.get(pool.name)
-
-    served = run(emulator, scenario)
-    assert served is not None
+    served = create_and_get(emulator, pool)
     assert list(served.locations) == ["us-east5-d"]
 
 
@@ -516,14 +516,7 @@ def test_gpu_driver_installation_is_recorded(
     accelerator = {"gpu": {"type": "nvidia-l4", "nodes": 2, "count": 1, "driver": driver}}
     pool = rendered(accelerator, "Spot")
 
-    async def scenario(client: NodePoolClient) -> NodePool | None:
-        created = await client.create(pool, UID)
-        assert created.operation is not None
-        await client.wait(created.operation)
-        return await client.get(pool.name)
-
-    served = run(emulator, scenario)
-    assert served is not None
+    served = create_and_get(emulator, pool)
     [gpus] = served.config.accelerators
     assert (gpus.accelerator_type, gpus.accelerator_count) == ("nvidia-l4", 1)
     assert gpus.gpu_driver_installation_config.gpu_driver_version == expected
@@ -533,14 +526,7 @@ def test_a4x_is_served_from_a_reservation(emulator: ClusterManagerEmulator) -> N
     """Flex-start refuses A4X; a pool consuming a reservation of it is created."""
     pool = rendered(gpu("nvidia-gb200", nodes=2), "Reservation", provisioning={"reservation": "r"})
 
-    async def scenario(client: NodePoolClient) -> NodePool | None:
-        created = await client.create(pool, UID)
-        assert created.operation is not None
-        await client.wait(created.operation)
-        return await client.get(pool.name)
-
-    served = run(emulator, scenario)
-    assert served is not None
+    served = create_and_get(emulator, pool)
     assert served.status == NodePool.Status.RUNNING
     assert served.config.machine_type == "a4x-highgpu-4g"
     assert not served.config.flex_start
