@@ -177,6 +177,10 @@ def test_exec_plugin_credential_and_expiry(tmp_path: Path) -> None:
         ({"auth-provider": {"name": "gcp"}}, "gke-gcloud-auth-plugin"),
         ({"tokenFile": "/no/such/token"}, "cannot read /no/such/token"),
         ({"client-key-data": "not base64!"}, "client-key-data is not base64"),
+        # Impersonation is refused, never ignored: ignoring it would act with the login's
+        # own rights instead of the identity asked for.
+        ({"token": "t", "as": "deployer"}, r"impersonates \(as\)"),
+        ({"token": "t", "as-groups": ["ml"], "as-uid": "1"}, r"impersonates \(as-groups, as-uid\)"),
     ],
 )
 def test_what_it_cannot_use_is_refused_by_name(
@@ -192,6 +196,11 @@ def test_what_it_cannot_use_is_refused_by_name(
         (_config({"main": {}}, current=None), "no current-context"),
         (_config({"main": {}}, current="elsewhere"), "context 'elsewhere' is not defined"),
         (_config({"main": {}}, server=""), "has no server"),
+        # A quoted "false" is not false: read as truth it would switch TLS checks off.
+        (
+            _config({"main": {"token": "t"}}, cluster={"insecure-skip-tls-verify": "false"}),
+            "insecure-skip-tls-verify must be true or false, not 'false'",
+        ),
         ("- a list", "is not a mapping"),
         ("a: [", "is not YAML"),
     ],
@@ -201,6 +210,16 @@ def test_broken_kubeconfigs_are_refused(tmp_path: Path, config: Any, words: str)
     path.write_text(config if isinstance(config, str) else json.dumps(config))
     with pytest.raises(LoginError, match=words):
         _log_in(str(path))
+
+
+def test_tls_checks_stay_on_unless_switched_off_by_a_boolean(tmp_path: Path) -> None:
+    def insecure(cluster: dict[str, Any], name: str) -> bool:
+        config = _config({"main": {"token": "t"}}, cluster=cluster)
+        return _log_in(_write(tmp_path / name, config)).insecure
+
+    assert insecure({}, "unset") is False
+    assert insecure({"insecure-skip-tls-verify": False}, "off") is False
+    assert insecure({"insecure-skip-tls-verify": True}, "on") is True
 
 
 def test_service_account_in_a_pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

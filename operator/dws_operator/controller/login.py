@@ -152,6 +152,10 @@ class _Merged:
             self.contexts.setdefault(str(entry.get("name")), entry.get("context") or {})
 
 
+#: A kubeconfig user's impersonation fields (client-go's AuthInfo).
+_IMPERSONATION = frozenset({"as", "as-uid", "as-groups", "as-user-extra"})
+
+
 async def _from_kubeconfig(paths: list[Path]) -> Login:
     merged = _Merged()
     for path in paths:
@@ -171,10 +175,26 @@ async def _from_kubeconfig(paths: list[Path]) -> Login:
     server = str(cluster.get("server") or "")
     if not server:
         raise LoginError(f"kubeconfig {where}: cluster {cluster_name!r} has no server")
+    insecure = cluster.get("insecure-skip-tls-verify", False)
+    if not isinstance(insecure, bool):
+        # kubectl refuses a string here too (it cannot unmarshal it into a bool); read as
+        # Python truth, a quoted "false" would turn certificate checks off.
+        raise LoginError(
+            f"kubeconfig {where}: cluster {cluster_name!r}: insecure-skip-tls-verify must be "
+            f"true or false, not {insecure!r}"
+        )
+    impersonating = sorted(set(user) & _IMPERSONATION)
+    if impersonating:
+        # Ignoring them would act with the login's own (often broader) rights instead of
+        # the identity the kubeconfig asks for.
+        raise LoginError(
+            f"kubeconfig {where}: user {user_name!r} impersonates ({', '.join(impersonating)}), "
+            "which the operator does not do; give it the identity to act as directly"
+        )
     login = Login(
         server=server.rstrip("/"),
         ca_data=_data(cluster, "certificate-authority", cluster_base),
-        insecure=bool(cluster.get("insecure-skip-tls-verify")),
+        insecure=insecure,
         certificate_data=_data(user, "client-certificate", user_base),
         private_key_data=_data(user, "client-key", user_base),
         namespace=context.get("namespace") or None,
