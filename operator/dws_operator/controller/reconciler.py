@@ -39,8 +39,8 @@ from dws_operator.gke import (
     render_node_pool,
 )
 from dws_operator.gke.pool_defaults import PoolDefaults
-from dws_operator.gke.shapes import shape_of
 from dws_operator.gke.slice_pool import (
+    handed_on_shape,
     slice_node_pool,
     slice_pool_labels,
     workload_policy_topology,
@@ -306,11 +306,7 @@ class Reconciler:
         result = planned(request)
         if isinstance(result, InvalidSpec):
             return None
-        plan = result[1]
-        placement = plan.node_pool.placement_policy
-        if placement is not None and placement.type == "WORKLOAD_POLICY":
-            return None
-        return shape_of(render_node_pool(plan, name=own, labels={}, defaults=self.pool_defaults))
+        return handed_on_shape(result[1], self.pool_defaults)
 
     def _held_back(self, key: Key, observed: Observed) -> Observed:
         """Pools of steps left behind whose delete GKE refused for good: said in the log,

@@ -28,15 +28,23 @@ def workload_policy_topology(plan: SlicePlan) -> str | None:
     return placement.tpu_topology
 
 
+def handed_on_shape(plan: SlicePlan, defaults: PoolDefaults | None = None) -> str | None:
+    """The shape of the pool `plan` asks for, when such a pool can be handed from one
+    request to the next (one slice placed without a workload policy, whose name depends
+    on the topology); None otherwise."""
+    if plan.slices != 1 or workload_policy_topology(plan) is not None:
+        return None
+    return shape_of(render_node_pool(plan, name="", labels={}, defaults=defaults))
+
+
 def slice_pool_labels(
     namespace: str, name: str, uid: str, plan: SlicePlan, defaults: PoolDefaults | None = None
 ) -> dict[str, str]:
-    """The request's labels, and the shape of a pool it can hand on when done (one
-    slice placed without a workload policy, whose name depends on the topology)."""
+    """The request's labels, and the shape of a pool it can hand on when done."""
     labels = pool_labels(namespace, name, uid)
-    if plan.slices == 1 and workload_policy_topology(plan) is None:
-        pool = render_node_pool(plan, name="", labels={}, defaults=defaults)
-        labels[SHAPE_LABEL] = shape_of(pool)
+    shape = handed_on_shape(plan, defaults)
+    if shape is not None:
+        labels[SHAPE_LABEL] = shape
     return labels
 
 
