@@ -1,15 +1,18 @@
-"""Leader election on a real Lease: taking it, keeping it, losing it and handing it over."""
+"""Leader election on a real Lease: taking it, keeping it, losing it and handing it over.
+
+Each replica times the Lease on its own clock, which here is the test's: a loaded
+machine can slow each call to the API server, but never makes a holder look silent or
+give up. Only the waits between tries (a fifth of a second) run on real time.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
 
-from dws_operator import rfc3339
 from dws_operator.controller.fence import LeaseLost
 from dws_operator.controller.kube import Conflict, KubeApi, connect
 from dws_operator.controller.leader import LeaderElector, LeaseSettings
@@ -20,6 +23,22 @@ T = TypeVar("T")
 
 # Short, with client-go's proportions (15 / 10 / 2).
 DURATION, RENEW, RETRY = 1.5, 1.0, 0.2
+#: How long a test waits for what should follow within a few tries: a guard against a
+#: hang, never a measure (the replicas' clocks do not move while the test waits).
+HANG = 60.0
+
+
+class Clock:
+    """A replica's monotonic clock, moved only by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def tick(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def _settings(namespace: str, identity: str) -> LeaseSettings:
@@ -37,13 +56,16 @@ def _with_two(
     devcluster: DevCluster,
     namespace: str,
     body: Callable[[LeaderElector, LeaderElector, KubeApi], Awaitable[T]],
+    clocks: tuple[Clock, Clock] | None = None,
 ) -> T:
+    one_clock, two_clock = clocks or (Clock(), Clock())
+
     async def main() -> T:
         one_api = await connect(str(devcluster.kubeconfig))
         two_api = await connect(str(devcluster.kubeconfig))
         try:
-            one = LeaderElector(KubeApi(one_api), _settings(namespace, "one"))
-            two = LeaderElector(KubeApi(two_api), _settings(namespace, "two"))
+            one = LeaderElector(KubeApi(one_api), _settings(namespace, "one"), clock=one_clock)
+            two = LeaderElector(KubeApi(two_api), _settings(namespace, "two"), clock=two_clock)
             return await body(one, two, KubeApi(one_api))
         finally:
             await one_api.close()
@@ -59,6 +81,8 @@ async def _lease(kube: KubeApi, namespace: str) -> dict[str, Any]:
 
 
 def test_one_holds_the_other_waits(devcluster: DevCluster, namespace: str) -> None:
+    clocks = Clock(), Clock()
+
     async def body(one: LeaderElector, two: LeaderElector, kube: KubeApi) -> None:
         assert await one.acquire()
         assert not await two.try_acquire_or_renew()
@@ -67,19 +91,37 @@ def test_one_holds_the_other_waits(devcluster: DevCluster, namespace: str) -> No
         assert spec["holderIdentity"] == "one"
         assert spec["leaseDurationSeconds"] == 2  # whole seconds, as the Lease API has them
         assert spec["leaseTransitions"] == 0
-        # The holder renews: the other keeps waiting through several lease durations.
+        # The holder renews every retry period: through three lease durations the other
+        # sees a live record at every try and keeps waiting.
+        first = spec["renewTime"]
+        for _ in range(int(3 * DURATION / RETRY) + 1):
+            for clock in clocks:
+                clock.tick(RETRY)
+            assert await one.try_acquire_or_renew()
+            assert one.valid()
+            assert not await two.try_acquire_or_renew()
+            assert two.holder == "one"
+        spec = await _lease(kube, namespace)
+        assert spec["renewTime"] > first
+        assert spec["holderIdentity"] == "one"
+        assert spec["leaseTransitions"] == 0
+
+    _with_two(devcluster, namespace, body, clocks)
+
+
+def test_the_holder_keeps_renewing(devcluster: DevCluster, namespace: str) -> None:
+    async def body(one: LeaderElector, two: LeaderElector, kube: KubeApi) -> None:
+        assert await one.acquire()
+        seen = {(await _lease(kube, namespace))["renewTime"]}
         keeping = asyncio.create_task(one.keep())
-        waited = asyncio.create_task(two.acquire())
-        first = rfc3339.parse(spec["renewTime"])
 
-        async def renewed_for_three_durations() -> bool:
-            renewed = rfc3339.parse((await _lease(kube, namespace))["renewTime"])
-            return (renewed - first).total_seconds() >= 3 * DURATION
+        async def renewed_three_times() -> bool:
+            seen.add((await _lease(kube, namespace))["renewTime"])
+            return len(seen) > 3
 
-        await until(renewed_for_three_durations, what="renewals over three lease durations")
-        assert not waited.done()
+        await until(renewed_three_times, what="three renewals", timeout=HANG)
         assert not keeping.done()
-        waited.cancel()
+        assert one.valid()
         keeping.cancel()
 
     _with_two(devcluster, namespace, body)
@@ -88,50 +130,51 @@ def test_one_holds_the_other_waits(devcluster: DevCluster, namespace: str) -> No
 def test_a_silent_holder_is_replaced_after_the_lease_duration(
     devcluster: DevCluster, namespace: str
 ) -> None:
-    async def body(one: LeaderElector, two: LeaderElector, kube: KubeApi) -> float:
+    clocks = Clock(), Clock()
+    _, two_clock = clocks
+
+    async def body(one: LeaderElector, two: LeaderElector, kube: KubeApi) -> None:
         assert await one.acquire()
-        # `one` stops renewing (a paused or killed process): `two` waits out the lease,
-        # timed from when it first saw the record, then takes it.
-        began = time.monotonic()
-        assert await two.acquire()
-        took = time.monotonic() - began
+        # `one` stops renewing (a paused or killed process): `two` times the record from
+        # when it first saw it, and waits out the Lease's whole seconds (2), not 1.5.
+        assert not await two.try_acquire_or_renew()
+        two_clock.tick(1.9)
+        assert not await two.try_acquire_or_renew()
+        assert (await _lease(kube, namespace))["holderIdentity"] == "one"
+        two_clock.tick(0.2)
+        assert await two.try_acquire_or_renew()
         spec = await _lease(kube, namespace)
         assert spec["holderIdentity"] == "two"
         assert spec["leaseTransitions"] == 1
-        return took
 
-    took = _with_two(devcluster, namespace, body)
-    # Not before the lease duration (the Lease's whole seconds: 2); after it, within a
-    # few retry periods and a loaded machine's scheduling delays.
-    assert 2.0 <= took < 2.0 + 2 * RETRY * 1.2 + 3.0, took
+    _with_two(devcluster, namespace, body, clocks)
 
 
 def test_a_paused_holder_gives_up(devcluster: DevCluster, namespace: str) -> None:
+    clocks = Clock(), Clock()
+
     async def body(one: LeaderElector, two: LeaderElector, kube: KubeApi) -> None:
         assert await one.acquire()
-        keeping = asyncio.create_task(one.keep())
-        # `one` is paused past its lease (as a stopped process would be) ...
-        keeping.cancel()
-        assert await two.acquire()
+        # `one` is paused past its lease, as a stopped process would be ...
+        assert not await two.try_acquire_or_renew()
+        for clock in clocks:
+            clock.tick(2 * DURATION)
+        assert await two.try_acquire_or_renew()
         assert not one.valid()
         # ... and resumes: past its renew deadline, it gives up without another write.
         with pytest.raises(LeaseLost, match="not renewed for 1s"):
-            await asyncio.wait_for(one.keep(), RENEW + 2 * RETRY)
+            await asyncio.wait_for(one.keep(), HANG)
         assert (await _lease(kube, namespace))["holderIdentity"] == "two"
 
-    _with_two(devcluster, namespace, body)
+    _with_two(devcluster, namespace, body, clocks)
 
 
 def test_a_holder_whose_lease_was_taken_stops(devcluster: DevCluster, namespace: str) -> None:
     async def body(one: LeaderElector, two: LeaderElector, kube: KubeApi) -> None:
         assert await one.acquire()
-        acquired = (await _lease(kube, namespace))["renewTime"]
+        # `one`'s clock stands still: however slow its calls, it never reaches its renew
+        # deadline, so only what it reads can stop it.
         keeping = asyncio.create_task(one.keep())
-
-        async def renewed() -> bool:
-            return bool((await _lease(kube, namespace))["renewTime"] > acquired)
-
-        await until(renewed, what="a renewal")
         assert one.valid()
         # Someone else writes the Lease (a person, another controller's bug): the holder
         # sees it at its next renewal and stops.
@@ -145,7 +188,8 @@ def test_a_holder_whose_lease_was_taken_stops(devcluster: DevCluster, namespace:
             except Conflict:
                 continue
         with pytest.raises(LeaseLost, match="taken by intruder"):
-            await asyncio.wait_for(keeping, RENEW + 2 * RETRY)
+            await asyncio.wait_for(keeping, HANG)
+        assert (await _lease(kube, namespace))["holderIdentity"] == "intruder"
 
     _with_two(devcluster, namespace, body)
 
