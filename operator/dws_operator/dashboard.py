@@ -168,6 +168,11 @@ PANELS: tuple[Panel, ...] = (
                 "(rate(dws_reconcile_duration_seconds_bucket[$__rate_interval])))",
                 "p90 seconds",
             ),
+            Query(
+                "sum(rate(dws_reconcile_status_writes_sum[$__rate_interval])) / "
+                "sum(rate(dws_reconcile_status_writes_count[$__rate_interval]))",
+                "status writes per pass",
+            ),
         ),
     ),
     Panel(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import re
 
+from dws_operator.catalog import parse_topology
+
 MAX_NODE_POOL_NAME = 40
 _UID_DIGITS = 10
 #: Room a multi-slice request keeps for its slice suffixes (`-s0` .. `-s63`).
@@ -54,3 +56,14 @@ def step_pool_base(base: str, step: int) -> str:
     rest is `<base>-f<i>`. Each step has pools of its own: GKE cannot turn a pool's
     flex-start, Spot or queued provisioning on or off."""
     return base if step == 0 else f"{base}-f{step}"
+
+
+#: Every workload policy the operator makes is named this and its topology.
+POLICY_NAME_PREFIX = "dws-high-throughput-"
+
+
+def workload_policy_name(topology: str) -> str:
+    """The one policy name for `topology` (`2x2x2` -> `dws-high-throughput-2x2x2`)."""
+    if parse_topology(topology) is None:
+        raise ValueError(f"{topology!r} is not a TPU topology such as 2x2x2")
+    return f"{POLICY_NAME_PREFIX}{topology}"

@@ -18,9 +18,9 @@ from dws_operator.gke import (
     RetryPolicy,
     WorkloadPolicyClient,
     connect_compute,
-    region_of,
-    workload_policy_name,
 )
+from dws_operator.naming import workload_policy_name
+from dws_operator.zones import region_of
 from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, MethodFaults
 from tests.gke.harness import FAST, MakeEmulator, ManualClock, policies_url, policy_ready
 

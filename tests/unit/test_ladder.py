@@ -35,8 +35,9 @@ from dws_operator.reconcile import (
     decide,
     failed,
 )
-from dws_operator.reconcile.decide import (
-    HELD_BACK_SECONDS,
+from dws_operator.reconcile.decision import HELD_BACK_SECONDS
+from dws_operator.reconcile.facts import read_spec
+from dws_operator.reconcile.step import (
     abandoned_pool_names,
     attempt_number,
     pool_names_for,
@@ -77,7 +78,7 @@ GPU_LADDER = spec_body(
 
 
 def request(body: dict[str, Any], status: TrainingRequestStatus) -> RequestView:
-    return RequestView(NAME, NAMESPACE, UID, 1, False, body, status)
+    return RequestView(NAME, NAMESPACE, UID, 1, False, read_spec(NAME, UID, body), status)
 
 
 def observe(
@@ -250,10 +251,10 @@ def test_each_step_has_pools_of_its_own() -> None:
     assert step_pool_base("p", 0) == "p"
     assert step_pool_base("p", 3) == "p-f3"
     view = request(TPU_LADDER, TrainingRequestStatus())
-    assert step_pool_names(view) == (BASE, f"{BASE}-f1", f"{BASE}-f2")
+    assert step_pool_names(view.facts) == (BASE, f"{BASE}-f1", f"{BASE}-f2")
     sliced = spec_body(tpu("v6e", "4x4", slices=2), provisioning={"fallback": [{"mode": "Spot"}]})
     base = default_node_pool_name(NAME, UID, slices=2, ladder=True)
-    assert step_pool_names(request(sliced, TrainingRequestStatus())) == (
+    assert step_pool_names(request(sliced, TrainingRequestStatus()).facts) == (
         f"{base}-s0",
         f"{base}-s1",
         f"{base}-f1-s0",

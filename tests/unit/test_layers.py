@@ -1,11 +1,13 @@
 """The layers' import contract, read from the source (no module is imported): the pure
-core (API models, catalog and chip math, planning, zones, validation, the reconcile
-decision and its preview) reaches only the standard library and pydantic, never the
-shell (kopf, Kubernetes, gRPC, Google's clients, HTTP) nor the controller."""
+core (API models, catalog and chip math, planning, zones, validation, every module of
+the reconcile decision) reaches only the standard library and pydantic, never the
+shell (kopf, Kubernetes, gRPC, Google's clients, HTTP) nor the controller; nothing
+outside `reconcile/` reaches past its package's exports; `plan` loads no Compute."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,8 +22,12 @@ PURE_CORE = (
     "dws_operator.validation",
     "dws_operator.workload",
     "dws_operator.multislice",
-    "dws_operator.reconcile.decide",
-    "dws_operator.reconcile.preview",
+    "dws_operator.naming",
+    *sorted(
+        f"dws_operator.reconcile.{path.stem}"
+        for path in (OPERATOR / "dws_operator" / "reconcile").glob("*.py")
+        if path.stem != "__init__"
+    ),
 )
 #: What the core may import from outside the standard library.
 ALLOWED_THIRD_PARTY = {"pydantic"}
@@ -97,3 +103,71 @@ def test_the_pure_core_reaches_no_io(module: str) -> None:
     assert outside == {}
     shell = {name: by for name, by in reached.items() if name.startswith(SHELL)}
     assert shell == {}
+
+
+def test_every_reconcile_module_is_in_the_core() -> None:
+    assert {"dws_operator.reconcile.decide", "dws_operator.reconcile.facts"} <= set(PURE_CORE)
+    assert len([m for m in PURE_CORE if m.startswith("dws_operator.reconcile.")]) >= 10
+
+
+def product_modules() -> list[str]:
+    return sorted(
+        ".".join(path.relative_to(OPERATOR).with_suffix("").parts).removesuffix(".__init__")
+        for package in ("dws_operator", "dws_workshop")
+        for path in (OPERATOR / package).rglob("*.py")
+    )
+
+
+def modules_named(module: str) -> set[str]:
+    """The modules `module`'s import statements name as modules (`from a.b import c`
+    names `a.b`, whatever `c` is)."""
+    source = source_of(module)
+    assert source is not None, module
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_nothing_outside_reconcile_reaches_its_internals() -> None:
+    # The shell (and the workshop) use what `dws_operator.reconcile` exports: the modules
+    # behind it can be split and renamed without touching them.
+    reaching = {
+        module: sorted(
+            name for name in modules_named(module) if name.startswith("dws_operator.reconcile.")
+        )
+        for module in product_modules()
+        if not module.startswith("dws_operator.reconcile")
+    }
+    assert {module: names for module, names in reaching.items() if names} == {}
+    assert len(reaching) > 50  # the walk saw the product
+
+
+def test_plan_loads_no_compute_client() -> None:
+    # `plan` runs where no Google library is wanted; Compute's alone costs ~95 MiB.
+    code = (
+        "import sys, dws_operator.cli.plan;"
+        "print(sorted(m for m in sys.modules if m.startswith(('google.cloud.compute', 'kopf'))))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
+    ).stdout.strip()
+    assert loaded == "[]"
+
+
+def test_the_reconciler_writes_status_only_where_passes_count_it() -> None:
+    # `dws_reconcile_status_writes` counts each pass's writes in `_patch_status`: a status
+    # written any other way would go uncounted (a second write per pass unseen).
+    source = (OPERATOR / "dws_operator" / "controller" / "reconciler.py").read_text()
+    calls = [
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute) and node.attr == "patch_status"
+    ]
+    assert len(calls) == 1
+    assert (
+        "patch_status" not in (OPERATOR / "dws_operator" / "controller" / "observe.py").read_text()
+    )

@@ -36,7 +36,8 @@ from dws_operator.reconcile import (
     ScaleNodePoolToZero,
     decide,
 )
-from dws_operator.reconcile.decide import pool_names_for, slices_of, workload_kind
+from dws_operator.reconcile.facts import read_spec, slices_of
+from dws_operator.reconcile.step import pool_names_for
 from dws_operator.workload import QUEUE_LABEL, RequestRef
 from tests.builders import spec_body, tpu
 
@@ -80,7 +81,7 @@ def observed(
         uid=UID,
         generation=1,
         deleting=deleting,
-        spec=BODY,
+        facts=read_spec(NAME, UID, BODY),
         status=status or TrainingRequestStatus(),
     )
     return Observed(
@@ -134,7 +135,7 @@ def test_single_slice_pool_name_is_unchanged() -> None:
 )
 def test_slices_of_a_stored_spec(raw: dict[str, Any], expected: int) -> None:
     assert slices_of(raw) == expected
-    assert workload_kind(raw) == (JOBSET_KIND if expected > 1 else "Job")
+    assert read_spec(NAME, UID, raw).workload_kind == (JOBSET_KIND if expected > 1 else "Job")
 
 
 def test_pool_names_for_request() -> None:
@@ -411,7 +412,7 @@ def test_lost_slice_restarts_the_whole_jobset() -> None:
     raw = {**BODY, "maxRestarts": body_restarts}
     obs = observed(request_status, pools=pools, job=lost)
     obs = Observed(
-        request=RequestView(**{**obs.request.__dict__, "spec": raw}),
+        request=RequestView(**{**obs.request.__dict__, "facts": read_spec(NAME, UID, raw)}),
         now=T0 + timedelta(minutes=5),
         pool=obs.pool,
         more_pools=obs.more_pools,
@@ -481,7 +482,7 @@ def test_a_multi_slice_name_leaves_room_for_the_jobsets_pod_names() -> None:
         uid=UID,
         generation=1,
         deleting=False,
-        spec=BODY,
+        facts=read_spec(long_name, UID, BODY),
         status=TrainingRequestStatus(),
     )
     decision = decide(Observed(request=request, now=T0), CONFIG)

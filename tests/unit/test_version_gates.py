@@ -20,7 +20,7 @@ from dws_operator.catalog import (
 from dws_operator.reconcile import CreateNodePool, Event, Observed, PoolState, ReconcileConfig
 from dws_operator.reconcile import conditions as cond
 from tests.builders import gpu, spec_body, tpu
-from tests.unit.test_decide import (
+from tests.unit.decisions import (
     CONFIG,
     T0,
     cond_tuple,

@@ -10,8 +10,9 @@ from dws_operator.api import TrainingRequestStatus
 from dws_operator.catalog import TPU_GENERATIONS, ProvisioningMode, TpuVersion
 from dws_operator.errors import InvalidSpec, SpecError
 from dws_operator.planning import plan_slice
-from dws_operator.reconcile.decide import planned
+from dws_operator.reconcile.facts import read_spec
 from dws_operator.reconcile.observed import RequestView
+from dws_operator.reconcile.step import planned
 from dws_operator.zones import ClusterSite, slice_zone
 from tests.builders import SITE, make_spec, spec_body, tpu
 
@@ -92,7 +93,16 @@ def test_a_ladder_step_that_cannot_be_placed_is_refused_before_the_first_step() 
         provisioning={"maxWaitDuration": "1h", "fallback": [{"mode": "FlexStart"}]},
     )
     europe = ClusterSite("europe-west4", ("europe-west4-a", "europe-west4-b"))
-    view = RequestView("r", "ns", "uid-ladder", 1, False, body, TrainingRequestStatus(), europe)
+    view = RequestView(
+        "r",
+        "ns",
+        "uid-ladder",
+        1,
+        False,
+        read_spec("r", "uid-ladder", body),
+        TrainingRequestStatus(),
+        europe,
+    )
     result = planned(view)
     assert isinstance(result, InvalidSpec)
     [error] = result.errors

@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
+import dws_operator.gke as gke_lazy
 from dws_operator.errors import InvalidSpec, SpecError
-from dws_operator.gke.policies import insert_policy_request, region_of, workload_policy_name
 from dws_operator.gke.slice_pool import (
     api_json,
     create_node_pool_request,
@@ -33,9 +33,9 @@ from dws_operator.gke.slice_pool import (
     slice_pool_labels,
     workload_policy_topology,
 )
-from dws_operator.reconcile.decide import ReconcileConfig
-from dws_operator.reconcile.preview import Refused, preview
-from dws_operator.zones import ClusterSite
+from dws_operator.naming import workload_policy_name
+from dws_operator.reconcile import ReconcileConfig, Refused, preview
+from dws_operator.zones import ClusterSite, region_of
 
 PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"
 PLACEHOLDER_NAME = "my-training"
@@ -216,7 +216,8 @@ def objects_document(
             policy = None
             if topology is not None:
                 policy = workload_policy_name(topology)
-                insert = insert_policy_request(config.project, region, topology)
+                # Compute's library loads here: only an Ironwood slice's plan needs it.
+                insert = gke_lazy.insert_policy_request(config.project, region, topology)
                 policies[policy] = _path_first(api_json(insert), "project", "region")
             defaults = config.pool_defaults
             labels = slice_pool_labels(who.namespace, who.name, who.uid, plan, defaults)

@@ -17,10 +17,9 @@ from dws_operator.catalog import GpuDriver, GpuType, ProvisioningMode, TpuVersio
 from dws_operator.cli.objects import register_flags, run_objects
 from dws_operator.durations import format_duration
 from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
-from dws_operator.gke.policies import workload_policy_name
-from dws_operator.naming import default_node_pool_name, step_pool_base
+from dws_operator.naming import step_pool_base, workload_policy_name
 from dws_operator.planning import SlicePlan, plan_slice
-from dws_operator.reconcile.decide import slices_of, steps_of
+from dws_operator.reconcile import read_spec
 
 #: Which flag sets which field, so errors can name what the user typed.
 FLAGS = {
@@ -197,8 +196,7 @@ def _load_manifest(path: Path) -> tuple[dict[str, Any], str | None, dict[str, An
     name, uid = metadata.get("name"), metadata.get("uid")
     pool = (document["spec"].get("nodePool") or {}).get("name")
     if pool is None and name and uid:
-        ladder = steps_of(document["spec"]) > 1
-        pool = default_node_pool_name(name, uid, slices_of(document["spec"]), ladder)
+        pool = read_spec(name, uid, document["spec"]).base_pool
     return document["spec"], pool, metadata if isinstance(metadata, dict) else {}
 
 

@@ -20,7 +20,7 @@ from dws_operator.controller.leader import (
     default_namespace,
 )
 from dws_operator.gke.pool_defaults import PoolDefaults, PoolDefaultsError, parse_pool_defaults
-from dws_operator.reconcile.decide import RUNNING_POLL_SECONDS
+from dws_operator.reconcile import RUNNING_POLL_SECONDS
 
 _PROJECT_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
 _LOCATION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+(-[a-z])?$")

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import threading
 from collections import Counter as Tally
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -21,7 +21,7 @@ from prometheus_client.registry import Collector
 
 from dws_operator.api import AttemptOutcome, Phase, TrainingRequestStatus
 from dws_operator.catalog import GpuType, ProvisioningMode, TpuVersion
-from dws_operator.reconcile.decide import step_provisioning
+from dws_operator.reconcile import RequestFacts
 from dws_operator.rfc3339 import parse as parse_time
 
 #: Time to capacity: seconds (an on-demand VM) to days (flex-start's 7-day wait).
@@ -59,16 +59,15 @@ class RequestLabels:
     chips: int
 
 
-def request_labels(spec: Mapping[str, Any], status: TrainingRequestStatus) -> RequestLabels:
+def request_labels(facts: RequestFacts, status: TrainingRequestStatus) -> RequestLabels:
     """The labels of a request as its spec and status say (on its current ladder step)."""
-    step = step_provisioning(spec, status.step)
-    found = step.get("zones")
-    zones = found if isinstance(found, list) else []
+    step = facts.step_words(status.step)
+    zones = step.zones
     plan = status.plan
     slices = plan.slices if plan else 1
     return RequestLabels(
         phase=str(status.phase),
-        mode=str(step.get("mode") or UNKNOWN),
+        mode=step.mode or UNKNOWN,
         accelerator=plan.accelerator if plan else UNKNOWN,
         zone=str(zones[0]) if len(zones) == 1 else (ANY if not zones else "several"),
         nodes=(plan.nodes * slices) if plan else 0,
@@ -204,6 +203,12 @@ class OperatorMetrics:
             buckets=CALL_BUCKETS,
             registry=r,
         )
+        self.pass_status_writes = Histogram(
+            "dws_reconcile_status_writes",
+            "Status writes of one reconcile pass (one decision, written at most once).",
+            buckets=(0, 1, 2),
+            registry=r,
+        )
         self.leader = Gauge(
             "dws_leader",
             "1 while this replica acts (holds the Lease, or runs without leader election).",
@@ -229,14 +234,15 @@ class OperatorMetrics:
     def request_seen(
         self,
         key: tuple[str, str],
-        spec: Mapping[str, Any],
+        facts: RequestFacts,
         created: str | None,
         before: TrainingRequestStatus,
         after: TrainingRequestStatus,
+        now: datetime,
     ) -> None:
         """A pass wrote `after` over `before` (the same status: it wrote nothing): count
         what happened in between, once."""
-        labels = request_labels(spec, after)
+        labels = request_labels(facts, after)
         self.requests.set(key, labels)
         if before.phase != after.phase:
             self.transitions.labels(str(before.phase), str(after.phase)).inc()
@@ -259,7 +265,7 @@ class OperatorMetrics:
         elif before.finished_at is None and after.finished_at is not None:
             held_until = after.finished_at
         elif before.phase == Phase.RUNNING and after.phase == Phase.DELETING:
-            held_until = datetime.now(UTC)
+            held_until = now
         held = _seconds(held_until, before.started_at or after.started_at)
         if held is not None and labels.chips:
             self.chip_hours.labels(*kind).inc(held * labels.chips / 3600.0)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -23,14 +25,19 @@ from dws_operator.errors import InvalidSpec
 from dws_operator.gke import NodePoolClient, owned_by
 from dws_operator.gke.ceiling import ceiling, holds_slice
 from dws_operator.multislice import JOBSET_KIND
-from dws_operator.reconcile import JobView, Observed, PoolState, PoolView, RequestView
-from dws_operator.reconcile.decide import (
+from dws_operator.reconcile import (
     DRAIN_SECONDS,
+    JobView,
+    Observed,
+    PoolState,
+    PoolView,
+    RequestFacts,
+    RequestView,
     abandoned_pool_names,
     attempt_number,
     planned,
     pool_names_for,
-    workload_kind,
+    read_spec,
 )
 from dws_operator.workload import DISRUPTION_CONDITION, job_name, needs_service, service_name
 from dws_operator.zones import ClusterSite
@@ -45,7 +52,49 @@ HOLDING_TEXT = tuple(phase.value for phase in HOLDING)
 HOLDING_DONE = TERMINAL_PHASES | {Phase.DELETING}
 
 
-def request_view(body: Mapping[str, Any], site: ClusterSite | None = None) -> RequestView:
+#: The facts of this many requests are kept (see `FactsMemo`). A request's facts hold
+#: its validated spec (a few KB of pydantic models), so requests that only wait are read
+#: again when woken rather than kept read: the passes that follow one change to a
+#: request (its status write, the watch event echoing it) come within a second.
+FACTS_MEMORY = 64
+
+
+class FactsMemo:
+    """Each request's spec read once per generation (`read_spec`): a status write gives
+    the cache a new object with the same spec, and the same generation says so (the API
+    server raises it on every change to the spec, and only then)."""
+
+    def __init__(self, size: int = FACTS_MEMORY) -> None:
+        self._size = size
+        self._kept: OrderedDict[str, tuple[int, RequestFacts]] = OrderedDict()
+        #: Specs read (a test counts them).
+        self.reads = 0
+
+    def of(self, body: Mapping[str, Any]) -> RequestFacts:
+        metadata = body.get("metadata") or {}
+        uid, name = str(metadata.get("uid") or ""), str(metadata.get("name") or "")
+        generation = metadata.get("generation")
+        kept = self._kept.get(uid)
+        if kept is not None and isinstance(generation, int) and kept[0] == generation:
+            self._kept.move_to_end(uid)
+            return kept[1]
+        self.reads += 1
+        facts = read_spec(name, uid, body.get("spec") or {})
+        if isinstance(generation, int) and uid:
+            self._kept[uid] = (generation, facts)
+            self._kept.move_to_end(uid)
+            if len(self._kept) > self._size:
+                self._kept.popitem(last=False)
+        return facts
+
+    def forget(self, uid: str) -> None:
+        self._kept.pop(uid, None)
+
+
+def request_view(
+    body: Mapping[str, Any], site: ClusterSite | None = None, facts: RequestFacts | None = None
+) -> RequestView:
+    """The request as the decision sees it: `facts` if already read, else read now."""
     metadata = body.get("metadata", {})
     try:
         status = TrainingRequestStatus.model_validate(body.get("status") or {})
@@ -58,7 +107,7 @@ def request_view(body: Mapping[str, Any], site: ClusterSite | None = None) -> Re
         uid=metadata["uid"],
         generation=int(metadata.get("generation", 1)),
         deleting=metadata.get("deletionTimestamp") is not None,
-        spec=body.get("spec") or {},
+        facts=facts or read_spec(metadata["name"], metadata["uid"], body.get("spec") or {}),
         status=status,
         site=site,
     )
@@ -173,10 +222,15 @@ class Sources:
     pools: PoolSnapshot
     operations: OperationScheduler
     shelf: PoolShelf
+    facts: FactsMemo = dataclasses.field(default_factory=FactsMemo)
+    #: The time a pass sees (observations are stamped with it).
+    now: Callable[[], datetime] = lambda: datetime.now(UTC)
+    #: A monotonic clock, for how long something is held back.
+    monotonic: Callable[[], float] = time.monotonic
 
 
-async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
-    request = request_view(body)
+async def observe(request: RequestView, created: str, sources: Sources) -> Observed:
+    """The request's world as the caches know it (`created`: its creationTimestamp)."""
     cache = sources.cache
     # Deletion needs no version (and must not wait on GetCluster); a failed read raises
     # GkeError, which the pass backs off from like any other GKE error.
@@ -213,18 +267,17 @@ async def observe(body: Mapping[str, Any], sources: Sources) -> Observed:
     # The current attempt's workload is named from the attempt count, not from status.job,
     # which a restart interrupted midway may leave pointing at the previous attempt.
     current = job_name(request.name, attempt_number(request.status))
-    kind = workload_kind(request.spec)
+    kind = request.facts.workload_kind
     job, ours = _workload(cache, request, kind, current)
-    existing = bool((request.spec.get("nodePool") or {}).get("existing", False))
+    existing = request.facts.existing
     if existing and views[0] is None and not request.deleting:
         # Someone else's pool, possibly made after the last listing: a missing pool fails
         # the request, so that is asked of GKE itself before it is believed.
         pool = await sources.gke.get(pool_names[0])
         views[0] = pool_view(pool, request.uid) if pool is not None else None
-    created = str((body.get("metadata") or {}).get("creationTimestamp") or "")
     return Observed(
         request=request,
-        now=datetime.now(UTC),
+        now=sources.now(),
         pool=views[0],
         more_pools=tuple(views[1:]),
         job=job,

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from google.auth.exceptions import GoogleAuthError
 
-import dws_operator.gke as gke_lazy
 from dws_operator.api import Phase, TrainingRequestStatus
 from dws_operator.controller.cache import Key
 from dws_operator.controller.events import EventPoster
@@ -48,6 +47,7 @@ from dws_operator.gke.slice_pool import (
 from dws_operator.multislice import JOBSET_KIND, JOBSET_PLURAL
 from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import (
+    HELD_BACK_SECONDS,
     Action,
     CancelPoolOperation,
     CreateJob,
@@ -62,17 +62,13 @@ from dws_operator.reconcile import (
     RequestView,
     ScaleNodePoolToZero,
     TakeOverNodePool,
-    decide,
-    failed,
-)
-from dws_operator.reconcile.decide import (
-    HELD_BACK_SECONDS,
     abandoned_pool_names,
+    decide,
     planned,
     pool_name_for,
     pool_names_for,
-    slices_of,
 )
+from dws_operator.zones import region_of
 
 if TYPE_CHECKING:
     from dws_operator.gke.policies import WorkloadPolicyClient
@@ -85,7 +81,6 @@ AT_ONCE = 0.0
 FINALIZER = "dws-operator.dev/cleanup"
 #: Phases before a request's pool is asked for: the moments it may take an idle one.
 _BEFORE_POOL = (None, Phase.PENDING, Phase.PROVISIONING)
-_BEFORE_POOL_TEXT = (None, Phase.PENDING.value, Phase.PROVISIONING.value)
 
 
 def _dump(status: TrainingRequestStatus) -> dict[str, Any]:
@@ -135,7 +130,11 @@ class Reconciler:
         # operator that never serves one must not need Compute credentials to start.
         self._connect_policies = policies
         self._policies: WorkloadPolicyClient | None = None
+        #: Workloads the API server refused, by request, until its next pass decides.
+        self._refused: dict[Key, tuple[str, str]] = {}
         self.passes = 0
+        #: Decisions made (one per pass that reached one: a test compares the two).
+        self.decisions = 0
         self.events = EventPoster(self.kube)
 
     async def reconcile(self, key: Key) -> Decision | None:
@@ -144,24 +143,41 @@ class Reconciler:
         body = self.cache.request(key)
         if body is None:
             self.metrics.request_gone(key)
+            self._refused.pop(key, None)
             return None
         self.passes += 1
         metadata = body.get("metadata") or {}
         finalizers = list(metadata.get("finalizers") or [])
         deleting = metadata.get("deletionTimestamp") is not None
+        # The object is read into its typed view once: its spec's facts (kept while its
+        # generation stands) and its status.
+        request = request_view(body, facts=self.sources.facts.of(body))
         if deleting and FINALIZER not in finalizers:
             # Released already, or deleted before anything was made for it: a pool
             # create still waiting for its turn is called off.
-            view = request_view(body)
-            self.call_off(key, (*pool_names_for(view), *abandoned_pool_names(view)))
+            self.call_off(key, (*pool_names_for(request), *abandoned_pool_names(request)))
             self.metrics.request_gone(key)
             return None
-        body = await self._check_reused_pool(key, body)
-        if self.sources.shelf.enabled:
-            body = await self._reuse_idle_pool(key, body)
-        observed = self._held_back(key, await observe(body, self.sources))
-        decision = self._with_operation_errors(observed, decide(observed, self.config))
-        body = await self._write_status(body, observed.request, decision.status)
+        writes = [0]
+        counting = _PASS_WRITES.set(writes)
+        try:
+            return await self._decide_and_act(key, request, body, finalizers)
+        finally:
+            self.metrics.pass_status_writes.observe(writes[0])
+            _PASS_WRITES.reset(counting)
+
+    async def _decide_and_act(
+        self, key: Key, request: RequestView, body: Mapping[str, Any], finalizers: list[str]
+    ) -> Decision:
+        """Read, decide once, write the status once, then act."""
+        try:
+            observed = await self._observe(key, request, body)
+            decision = decide(observed, self.config)
+            self.decisions += 1
+            body = await self._write_status(body, observed, decision.status)
+        finally:
+            # The status names a pool it claimed (or the write failed): the claim ends.
+            self.sources.shelf.release(key)
         if any(not isinstance(a, _HELD_BY_THEIR_OPERATION) for a in decision.actions):
             body = await self._hold(body)
         try:
@@ -176,20 +192,30 @@ class Reconciler:
                     # (the cache has it already; its watch event changes nothing).
                     decision.requeue_after = AT_ONCE
         except WorkloadRejected as rejected:
-            decision = failed(observed, rejected.reason, rejected.message)
-            # Against the status as written a moment ago, not as observed.
-            body = await self._write_status(body, request_view(body), decision.status)
+            # The next pass's decision fails the request (it is looked at again at once).
+            self._refused[key] = (rejected.reason, rejected.message)
+            decision.requeue_after = AT_ONCE
         if decision.released:
             self.metrics.request_gone(key)
             await self._set_finalizers(body, [f for f in finalizers if f != FINALIZER])
             # Gone from the API once its last finalizer is: not kept in the cache (the
             # DELETED event may have come already and would not come again).
             self.cache.remove_request(key)
+            self.sources.facts.forget(observed.request.uid)
             self.sources.shelf.release(key)
         for event in decision.events:
             # Queued, not awaited: an Event is for people (see EventPoster).
             self.events.post(body, event.type, event.reason, event.message)
         return decision
+
+    async def _patch_status(
+        self, namespace: str, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Every status write of the reconciler, counted for the pass it is made in."""
+        counted = _PASS_WRITES.get()
+        if counted is not None:
+            counted[0] += 1
+        return await self.kube.patch_status(namespace, name, patch)
 
     def call_off(self, key: Key, pools: Iterable[str]) -> None:
         """Drop the request's pool operations that have not started in GKE."""
@@ -233,72 +259,69 @@ class Reconciler:
 
         return hold
 
-    async def _reuse_idle_pool(self, key: Key, body: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def _observe(self, key: Key, request: RequestView, body: Mapping[str, Any]) -> Observed:
+        """What the pass decides on: the request and its world (`observe`), and what the
+        shell alone knows of it: an idle pool held for it, a binding no longer good,
+        an action refused since its last pass, deletes held back."""
+        lost = self._binding_lost(key, request)
+        offer = None if lost else await self._offer(key, request)
+        created = str((body.get("metadata") or {}).get("creationTimestamp") or "")
+        observed = self._held_back(key, await observe(request, created, self.sources))
+        refusal = self._refusal(key, observed)
+        return dataclasses.replace(observed, offer=offer, binding_lost=lost, refusal=refusal)
+
+    async def _offer(self, key: Key, request: RequestView) -> str | None:
         """Before a request's pool is created: an idle pool of its shape, if there is
-        one, becomes its pool. The status names it first (a crash after this finds the
-        binding and goes on with the takeover); the labels and ceiling come after."""
+        one, claimed for it until this pass's status write (which names it, so the
+        shelf then sees it taken)."""
+        if not self.sources.shelf.enabled:
+            return None
         try:
             # The cluster's node locations (a TPU slice's zone, so its shape) come with
             # its first read; cached, so this is no call on later passes.
             await self.sources.gke.master_version()
         except GkeError:
-            return body  # no reuse this pass; observing the request reports the error
-        shape = self._shape_to_reuse(body)
+            return None  # no reuse this pass; observing the request reports the error
+        shape = self._shape_to_reuse(dataclasses.replace(request, site=self.sources.gke.site))
         if shape is None:
-            return body
-        shelf = self.sources.shelf
-        name = shelf.claim(shape, key)
-        if name is None:
-            return body
-        try:
-            location = self.config.location
+            return None
+        name = self.sources.shelf.claim(shape, key)
+        if name is not None:
             log.info("%s/%s: reusing idle node pool %s", *key, name)
-            binding = {"name": name, "managed": True, "reused": True, "location": location}
-            updated = await self.kube.patch_status(*key, {"nodePool": binding})
-        finally:
-            shelf.release(key)
-        if updated is None:
-            return body
-        shelf.taken_over += 1
-        self.cache.put_request(updated)
-        return updated
+            self.sources.shelf.taken_over += 1
+        return name
 
-    async def _check_reused_pool(self, key: Key, body: Mapping[str, Any]) -> Mapping[str, Any]:
+    def _binding_lost(self, key: Key, request: RequestView) -> bool:
         """A pool the status says this request took over, that is neither its own yet
         nor free to take (another request holds it now): the binding goes, and the
         request goes on as if it had never found an idle pool."""
-        status = body.get("status") or {}
-        binding = status.get("nodePool") or {}
-        if not binding.get("reused") or status.get("phase") not in _BEFORE_POOL_TEXT:
-            return body
-        name = str(binding.get("name") or "")
+        binding = request.status.node_pool
+        if binding is None or not binding.reused or request.status.phase not in _BEFORE_POOL:
+            return False
+        name = binding.name
         pool = self.sources.pools.get(name)
-        uid = str((body.get("metadata") or {}).get("uid") or "")
-        if pool is None or owned_by(pool, uid) or self.sources.operations.owner(name) == key:
-            return body  # ours, or being made ours (GKE shows it RECONCILING meanwhile)
+        if (
+            pool is None
+            or owned_by(pool, request.uid)
+            or self.sources.operations.owner(name) == key
+        ):
+            return False  # ours, or being made ours (GKE shows it RECONCILING meanwhile)
         if pool.status != pool.Status.RUNNING:
-            return body  # an operation on it (ours, before a restart?): wait it out
+            return False  # an operation on it (ours, before a restart?): wait it out
         if self.sources.shelf.free_for(name, key):
-            return body
+            return False
         log.warning("%s/%s: node pool %s is no longer free to take over", *key, name)
-        updated = await self.kube.patch_status(*key, {"nodePool": None})
-        if updated is None:
-            return body
-        self.cache.put_request(updated)
-        return updated
+        return True
 
-    def _shape_to_reuse(self, body: Mapping[str, Any]) -> str | None:
+    def _shape_to_reuse(self, request: RequestView) -> str | None:
         """The shape of the pool the request is about to need, when it could take an idle
         one: one managed slice, not named by the user, no pool asked for yet."""
-        request = request_view(body, self.sources.gke.site)
         if request.deleting or request.status.phase not in _BEFORE_POOL:
             return None
         if request.status.node_pool is not None and request.status.node_pool.reused:
             return None
-        pool = request.spec.get("nodePool") or {}
-        if not isinstance(pool, dict) or pool.get("name") or pool.get("existing"):
-            return None
-        if slices_of(request.spec) != 1:
+        facts = request.facts
+        if facts.named_pool or facts.existing or facts.slices != 1:
             return None
         own = pool_name_for(request)
         if self.sources.pools.get(own) is not None or self.sources.operations.view(own):
@@ -311,7 +334,7 @@ class Reconciler:
     def _held_back(self, key: Key, observed: Observed) -> Observed:
         """Pools of steps left behind whose delete GKE refused for good: said in the log,
         and not asked again for `HELD_BACK_SECONDS` (GKE would refuse at once again)."""
-        now = time.monotonic()
+        now = self.sources.monotonic()
         for pool in observed.abandoned_names:
             error = self.sources.operations.take_error(pool, key)
             if error is not None:
@@ -329,11 +352,15 @@ class Reconciler:
             del self._held[pool]
         return dataclasses.replace(observed, held_back=held) if held else observed
 
-    def _with_operation_errors(self, observed: Observed, decision: Decision) -> Decision:
-        """A create GKE refused for good (quota, stockout, invalid): the request fails."""
+    def _refusal(self, key: Key, observed: Observed) -> tuple[str, str] | None:
+        """An action of the request refused for good since its last pass: its workload
+        (the API server said so), or a create GKE refused (quota, stockout, invalid)."""
+        refused = self._refused.pop(key, None)
+        if refused is not None:
+            return refused
         operations = self.sources.operations
         for pool in pool_names_for(observed.request):
-            error = operations.take_error(pool, (observed.request.namespace, observed.request.name))
+            error = operations.take_error(pool, key)
             if error is not None and not observed.request.deleting:
                 log.warning(
                     "%s: node pool %s: %s",
@@ -342,8 +369,8 @@ class Reconciler:
                     error,
                     extra=about(_name(observed.request), pool=pool),
                 )
-                return failed(observed, error.reason, error.message)
-        return decision
+                return error.reason, error.message
+        return None
 
     async def _set_finalizers(
         self, body: Mapping[str, Any], finalizers: list[str]
@@ -362,20 +389,22 @@ class Reconciler:
         return updated
 
     async def _write_status(
-        self, body: Mapping[str, Any], request: RequestView, status: TrainingRequestStatus
+        self, body: Mapping[str, Any], observed: Observed, status: TrainingRequestStatus
     ) -> Mapping[str, Any]:
+        """The pass's one status write: the merge patch from the status as observed."""
+        request, now = observed.request, observed.now
         key = (request.namespace, request.name)
         created = (body.get("metadata") or {}).get("creationTimestamp")
         patch = merge_patch(_dump(request.status), _dump(status))
         if not patch:
             # Nothing new to count; the request's phase gauge is kept (after a restart of
             # the operator it is not there yet).
-            self.metrics.request_seen(key, request.spec, created, status, status)
+            self.metrics.request_seen(key, request.facts, created, status, status, now)
             return body
-        updated = await self.kube.patch_status(request.namespace, request.name, patch)
+        updated = await self._patch_status(request.namespace, request.name, patch)
         if updated is not None:
             # Counted once written: a pass that fails later has still made this change.
-            self.metrics.request_seen(key, request.spec, created, request.status, status)
+            self.metrics.request_seen(key, request.facts, created, request.status, status, now)
         if status.phase != request.status.phase:
             log.info(
                 "%s: %s -> %s: %s",
@@ -520,10 +549,12 @@ class Reconciler:
                 message=f"{plan.accelerator} slices need a Compute workload policy, and this "
                 "operator has no Compute client",
             )
-        region = gke_lazy.region_of(self.config.location)  # loads Compute: Ironwood only
+        region = region_of(self.config.location)
         return await self._policies.ensure_workload_policy(region, topology)
 
 
+#: The status writes of the pass running in this task (one decision: at most one).
+_PASS_WRITES: ContextVar[list[int] | None] = ContextVar("pass_writes", default=None)
 #: Actions whose pool operation adds the finalizer itself, when its turn comes.
 _HELD_BY_THEIR_OPERATION = (CreateNodePool, TakeOverNodePool, CancelPoolOperation)
 

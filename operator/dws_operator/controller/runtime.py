@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 import dws_operator.gke as gke_lazy
-from dws_operator.api import PLURAL, TERMINAL_PHASES, TrainingRequestStatus
+from dws_operator.api import PLURAL, TERMINAL_PHASES
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.cache import Key, KubeCache, key_of
 from dws_operator.controller.config import OperatorConfig
@@ -24,7 +24,7 @@ from dws_operator.controller.fence import FENCE
 from dws_operator.controller.kube import LOCAL_QUEUES, ApiError, Connection, KubeApi
 from dws_operator.controller.login import LoginError
 from dws_operator.controller.metrics import OperatorMetrics
-from dws_operator.controller.observe import Sources
+from dws_operator.controller.observe import FactsMemo, Sources
 from dws_operator.controller.operations import OperationScheduler, PoolOperation, Priority
 from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.controller.reconciler import Reconciler
@@ -34,8 +34,7 @@ from dws_operator.gke import GkeError, NodePoolClient
 from dws_operator.gke import connect as connect_gke
 from dws_operator.gke.client import RetryPolicy
 from dws_operator.multislice import JOBSET_NAME_LABEL, JOBSET_PLURAL
-from dws_operator.reconcile import ReconcileConfig, RequestView
-from dws_operator.reconcile.decide import step_pool_names
+from dws_operator.reconcile import ReconcileConfig, step_pool_names
 from dws_operator.workload import REQUEST_LABEL
 
 if TYPE_CHECKING:
@@ -58,22 +57,14 @@ RESTART_SECONDS = 5.0
 class Dependents:
     """Which requests depend on which node pool (for snapshot and Node changes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, facts: FactsMemo) -> None:
+        self._facts = facts
         self._by_pool: dict[str, set[Key]] = {}
         self._pools: dict[Key, tuple[str, ...]] = {}
 
     def update(self, key: Key, body: Mapping[str, Any]) -> None:
-        metadata = body.get("metadata") or {}
-        view = RequestView(
-            name=str(metadata.get("name") or ""),
-            namespace=key[0],
-            uid=str(metadata.get("uid") or ""),
-            generation=1,
-            deleting=False,
-            spec=body.get("spec") or {},
-            status=_NO_STATUS,
-        )
-        pools = step_pool_names(view)
+        # The request's spec is read here, as it enters the cache; its passes reuse it.
+        pools = step_pool_names(self._facts.of(body))
         if self._pools.get(key) == pools:
             return
         self.remove(key)
@@ -96,9 +87,6 @@ class Dependents:
         for pool in pools:
             found |= self._by_pool.get(pool, set())
         return found
-
-
-_NO_STATUS = TrainingRequestStatus()
 
 
 @dataclass
@@ -414,7 +402,8 @@ def build_controller(
     )
     cache = KubeCache()
     queue: WorkQueue[Key] = WorkQueue()
-    dependents = Dependents()
+    facts = FactsMemo()
+    dependents = Dependents(facts)
     holder: list[Controller] = []
 
     def changed(pools: Iterable[str]) -> None:
@@ -436,7 +425,7 @@ def build_controller(
         namespaces=config.namespaces,
     )
     reconciler = Reconciler(
-        Sources(kube, cache, gke, mutations, snapshot, scheduler, shelf),
+        Sources(kube, cache, gke, mutations, snapshot, scheduler, shelf, facts),
         ReconcileConfig(
             kueue=kueue,
             jobset=jobset,

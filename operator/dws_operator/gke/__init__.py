@@ -26,8 +26,7 @@ if TYPE_CHECKING:
         ComputeApis,
         WorkloadPolicyClient,
         connect_compute,
-        region_of,
-        workload_policy_name,
+        insert_policy_request,
     )
 
 #: Served by `policies`, imported on first use: the Compute client library it needs
@@ -37,8 +36,7 @@ _POLICIES = (
     "ComputeApis",
     "WorkloadPolicyClient",
     "connect_compute",
-    "region_of",
-    "workload_policy_name",
+    "insert_policy_request",
 )
 
 
@@ -64,9 +62,8 @@ __all__ = [
     "classify_status",
     "connect",
     "connect_compute",
+    "insert_policy_request",
     "owned_by",
     "pool_labels",
-    "region_of",
     "render_node_pool",
-    "workload_policy_name",
 ]

@@ -35,14 +35,13 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
-from dws_operator.catalog import parse_topology
 from dws_operator.gke.client import PollPolicy, RetryPolicy
 from dws_operator.gke.compute_errors import COMPUTE_ERRORS, classify_compute, classify_operation
 from dws_operator.gke.errors import GkeError
+from dws_operator.naming import workload_policy_name
 
 COMPUTE_ENDPOINT_ENV = "DWS_COMPUTE_ENDPOINT"
 WORKLOAD_POLICY_TYPE = "HIGH_THROUGHPUT"
-POLICY_NAME_PREFIX = "dws-high-throughput-"
 #: Compute's `wait` answers within about two minutes, DONE or not.
 WAIT_CALL_TIMEOUT = 150.0
 
@@ -82,19 +81,6 @@ def connect_compute(endpoint: str | None = None) -> ComputeApis:
         compute_v1.ResourcePoliciesClient(credentials=credentials, client_options=options),
         compute_v1.RegionOperationsClient(credentials=credentials, client_options=options),
     )
-
-
-def region_of(location: str) -> str:
-    """The region of a GKE location: `us-east5-a` -> `us-east5`; a region stays."""
-    parts = location.split("-")
-    return "-".join(parts[:-1]) if len(parts) == 3 else location
-
-
-def workload_policy_name(topology: str) -> str:
-    """The one policy name for `topology` (`2x2x2` -> `dws-high-throughput-2x2x2`)."""
-    if parse_topology(topology) is None:
-        raise ValueError(f"{topology!r} is not a TPU topology such as 2x2x2")
-    return f"{POLICY_NAME_PREFIX}{topology}"
 
 
 def desired_policy(topology: str) -> ResourcePolicy:

@@ -1,4 +1,7 @@
-"""The reconcile decision (pure): observed state in, status, actions and events out."""
+"""The reconcile decision (pure): observed state in, status, actions and events out.
+
+What the shell may use is exported here; the modules behind it are the core's own.
+"""
 
 from dws_operator.reconcile.actions import (
     Action,
@@ -12,14 +15,16 @@ from dws_operator.reconcile.actions import (
     ScaleNodePoolToZero,
     TakeOverNodePool,
 )
-from dws_operator.reconcile.decide import (
+from dws_operator.reconcile.decide import decide, failed
+from dws_operator.reconcile.decision import (
+    DRAIN_SECONDS,
+    HELD_BACK_SECONDS,
+    RUNNING_POLL_SECONDS,
     Decision,
     Event,
     ReconcileConfig,
-    decide,
-    failed,
-    pool_name_for,
 )
+from dws_operator.reconcile.facts import RequestFacts, StepWords, read_spec, step_provisioning
 from dws_operator.reconcile.observed import (
     JobView,
     Observed,
@@ -28,8 +33,22 @@ from dws_operator.reconcile.observed import (
     PoolView,
     RequestView,
 )
+from dws_operator.reconcile.preview import PreviewStep, Refused, preview
+from dws_operator.reconcile.step import (
+    Planned,
+    StepPlan,
+    abandoned_pool_names,
+    attempt_number,
+    planned,
+    pool_name_for,
+    pool_names_for,
+    step_pool_names,
+)
 
 __all__ = [
+    "DRAIN_SECONDS",
+    "HELD_BACK_SECONDS",
+    "RUNNING_POLL_SECONDS",
     "Action",
     "CancelPoolOperation",
     "CreateJob",
@@ -43,13 +62,27 @@ __all__ = [
     "JobView",
     "Observed",
     "OperationView",
+    "Planned",
     "PoolState",
     "PoolView",
+    "PreviewStep",
     "ReconcileConfig",
+    "Refused",
+    "RequestFacts",
     "RequestView",
     "ScaleNodePoolToZero",
+    "StepPlan",
+    "StepWords",
     "TakeOverNodePool",
+    "abandoned_pool_names",
+    "attempt_number",
     "decide",
     "failed",
+    "planned",
     "pool_name_for",
+    "pool_names_for",
+    "preview",
+    "read_spec",
+    "step_pool_names",
+    "step_provisioning",
 ]

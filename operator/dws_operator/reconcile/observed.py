@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
 from dws_operator.api import TrainingRequestStatus
 from dws_operator.catalog import GkeVersion
+from dws_operator.reconcile.facts import RequestFacts
 from dws_operator.zones import ClusterSite
 
 
@@ -35,7 +35,8 @@ class RequestView:
     uid: str
     generation: int
     deleting: bool
-    spec: Mapping[str, Any]
+    #: Its spec, read once (`facts.read_spec`): nothing after reads the stored object.
+    facts: RequestFacts
     status: TrainingRequestStatus
     #: Where the cluster is: a TPU slice's zone is chosen from it when the spec names
     #: none (`zones.slice_zone`). None where no pool is planned from this view.
@@ -135,6 +136,15 @@ class Observed:
     #: Pools of steps left behind whose delete GKE refused for good a moment ago: not
     #: asked again until a while has passed.
     held_back: frozenset[str] = frozenset()
+    #: An idle pool of the request's shape that the shell's shelf holds for it this
+    #: pass: the decision binds it (the takeover itself follows on the next pass).
+    offer: str | None = None
+    #: The idle pool the status says the request takes over is no longer free for it
+    #: (another request holds it now): the binding goes.
+    binding_lost: bool = False
+    #: An action of the request refused for good since its last pass, as (reason,
+    #: message): a terminal GKE error on its pool, the API server refusing its workload.
+    refusal: tuple[str, str] | None = None
 
     @property
     def all_pools(self) -> tuple[PoolView | None, ...]:

@@ -18,16 +18,11 @@ from dws_operator.errors import InvalidSpec
 from dws_operator.kube_types import Job, JobSet, Service
 from dws_operator.planning import SlicePlan
 from dws_operator.reconcile.actions import CreateJob, CreateNodePool, CreateService
-from dws_operator.reconcile.decide import (
-    Decision,
-    ReconcileConfig,
-    StepPlan,
-    attempt_number,
-    decide,
-    planned,
-    steps_of,
-)
+from dws_operator.reconcile.decide import decide
+from dws_operator.reconcile.decision import Decision, ReconcileConfig
+from dws_operator.reconcile.facts import RequestFacts, read_spec
 from dws_operator.reconcile.observed import Observed, PoolState, PoolView, RequestView
+from dws_operator.reconcile.step import StepPlan, attempt_number, planned
 from dws_operator.zones import ClusterSite
 
 #: `decide` stamps the status with the observation's time; nothing shown depends on it,
@@ -69,9 +64,10 @@ def preview(
     slice's zone depends on it). Raises InvalidSpec when the spec is invalid and Refused
     when the operator would fail it (e.g. Kueue needed and off)."""
     steps: list[PreviewStep] = []
+    facts = read_spec(name, uid, spec)
     index = 0
     while True:
-        request = _view(name, namespace, uid, spec, index, site)
+        request = _view(name, namespace, uid, facts, index, site)
         step = _planned(request)
         steps.append(_step(request, step, config))
         index += 1
@@ -90,14 +86,14 @@ def _view(
     name: str,
     namespace: str,
     uid: str,
-    spec: Mapping[str, Any],
+    facts: RequestFacts,
     index: int,
     site: ClusterSite,
 ) -> RequestView:
     # `status.step` counts from 1 and is written only for a ladder of several steps.
-    ladder = steps_of(spec) > 1
+    ladder = facts.ladder_steps > 1
     status = TrainingRequestStatus(step=index + 1) if ladder else TrainingRequestStatus()
-    return RequestView(name, namespace, uid, 1, False, spec, status, site=site)
+    return RequestView(name, namespace, uid, 1, False, facts, status, site=site)
 
 
 def _step(request: RequestView, step: StepPlan, config: ReconcileConfig) -> PreviewStep:

@@ -28,7 +28,8 @@ from dws_operator.durations import parse_duration
 from dws_operator.kueue_objects import LOCAL_QUEUE as QUEUE
 from dws_operator.kueue_objects import QUEUED_LOCAL_QUEUE as QUEUED_QUEUE
 from dws_operator.kueue_objects import dws_objects
-from dws_operator.reconcile.decide import region_of, step_provisioning
+from dws_operator.reconcile import step_provisioning
+from dws_operator.zones import region_of
 from dws_workshop.devcluster import DevCluster, DevClusterOptions, MissingBinaries, find_binaries
 from dws_workshop.devcluster.crds import install_third_party_crds, install_training_request_crd
 from dws_workshop.devcluster.jobset import JobSetManager

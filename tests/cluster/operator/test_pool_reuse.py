@@ -56,8 +56,22 @@ def reuse_operator(
         yield running
 
 
-@pytest.mark.usefixtures("reuse_operator")
-def test_the_next_request_of_a_shape_takes_the_idle_pool_over(scenario: Scenario) -> None:
+def writes_per_pass(operator: OperatorThread) -> tuple[float, float, float]:
+    """Passes that wrote no status, one status and more than one, as the operator's
+    `dws_reconcile_status_writes` histogram counts them."""
+    registry = operator.metrics.registry
+
+    def at_most(bound: str) -> float:
+        sample = registry.get_sample_value("dws_reconcile_status_writes_bucket", {"le": bound})
+        return sample or 0.0
+
+    total = registry.get_sample_value("dws_reconcile_status_writes_count") or 0.0
+    return at_most("0.0"), at_most("1.0") - at_most("0.0"), total - at_most("1.0")
+
+
+def test_the_next_request_of_a_shape_takes_the_idle_pool_over(
+    scenario: Scenario, reuse_operator: OperatorThread
+) -> None:
     scenario.create(L4, mode="Spot")
     first_pool = scenario.pool_name
     finish(scenario)
@@ -85,6 +99,10 @@ def test_the_next_request_of_a_shape_takes_the_idle_pool_over(scenario: Scenario
 
     finish(second)
     assert second.at_zero()
+    # Binding the idle pool was a pass's decision like any other: one status write.
+    none, one, more = writes_per_pass(reuse_operator)
+    assert (one >= 10, more) == (True, 0)
+    assert none > 0  # passes that changed nothing wrote nothing
     # The first request, finished long ago, leaves the pool to its new holder.
     scenario.delete()
     eventually(lambda: scenario.get() is None, what="the first request gone")

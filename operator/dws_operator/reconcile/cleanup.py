@@ -1,0 +1,191 @@
+"""What a request leaves behind, removed: the clean-up after its work ends (ScaleToZero,
+Delete or Keep), its deletion, the pools of ladder steps it left, and the pool
+operations not started yet that must not outlive it. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+
+from dws_operator.api import AttemptOutcome, CleanupPolicy, Phase, TrainingRequestSpec
+from dws_operator.reconcile import conditions as cond
+from dws_operator.reconcile.actions import (
+    CancelPoolOperation,
+    DeleteJob,
+    DeleteNodePool,
+    DeleteService,
+    ScaleNodePoolToZero,
+)
+from dws_operator.reconcile.decision import (
+    DRAIN_SECONDS,
+    HELD_BACK_SECONDS,
+    Decision,
+    Draft,
+    Event,
+    pool_list,
+    soonest,
+)
+from dws_operator.reconcile.observed import PoolState, PoolView
+from dws_operator.workload import service_name
+
+
+def remove_pools(run: Draft, pools: list[PoolView], also: Iterable[str] = ()) -> None:
+    """Delete the given pools of the request (not while an operation on them runs: it
+    ends first and wakes the request; nor while GKE's refusal of the last delete holds
+    it back) and call off creates not yet started of them, of `also` and of every pool
+    of a step left behind."""
+    observed = run.observed
+    operations = observed.operations
+    for pool in pools:
+        held = pool.name in observed.held_back
+        if pool.state != PoolState.STOPPING and pool.name not in operations and not held:
+            run.act(DeleteNodePool(pool.name))
+        if held:
+            run.wake_within(HELD_BACK_SECONDS)
+    _call_off(run, {p.name for p in pools} | set(also) | observed.abandoned_names)
+
+
+def _call_off(run: Draft, names: Collection[str] | None = None) -> None:
+    """Call off the request's creates and takeovers not started in GKE yet (of `names`;
+    None: of every pool), once each per pass."""
+    asked = {a.name for a in run.decision.actions if isinstance(a, CancelPoolOperation)}
+    for name, operation in run.observed.operations.items():
+        unstarted = operation.kind in ("Create", "TakeOver") and not operation.running
+        wanted = names is None or name in names
+        if wanted and name not in asked and operation.mine and unstarted:
+            run.act(CancelPoolOperation(name))
+
+
+def abandon(run: Draft) -> None:
+    """Pools of the ladder steps left behind go, whatever the request does now."""
+    remove_pools(run, [p for p in run.observed.abandoned if p.ours])
+
+
+def clean_up(run: Draft, spec: TrainingRequestSpec) -> Decision:
+    """After the work ends: stop what could still start, then ScaleToZero/Delete/Keep."""
+    observed, status = run.observed, run.status
+    job = observed.job
+    pending = job is not None and job.ours and not (job.complete or job.failed)
+    if status.phase == Phase.FAILED and pending and job is not None:
+        # Pods still waiting for capacity must not start on nodes arriving later.
+        run.act(DeleteJob(job.name, run.request.facts.workload_kind))
+        if observed.service_exists:
+            run.act(DeleteService(service_name(run.request.name)))
+    managed = status.node_pool is not None and status.node_pool.managed
+    cleanup = _cleanup_policy(run, spec)
+    pools = observed.all_pools
+    ours = [p for p in pools if p is not None and p.ours]
+    busy = _settle_operations(run) if managed else False
+    if managed and ours:
+        if cleanup == CleanupPolicy.SCALE_TO_ZERO:
+            # Zero only when GKE's ceiling and the Nodes that are billed both say so. A
+            # TPU slice pool keeps its ceiling (GKE checks it against the slice's size):
+            # for it, a resize to zero asked for in an earlier pass (recorded in the
+            # ScaledDown condition, written before the resize is sent) and done stands in.
+            nodes = observed.nodes_by_pool
+            scaled = cond.condition(run.status.conditions, cond.SCALED_DOWN)
+            resized = scaled is not None and scaled.reason in (RESIZING, "ScaledToZero")
+
+            def capped(pool: PoolView) -> bool:
+                if pool.keeps_ceiling:
+                    return resized and pool.name not in observed.operations
+                return pool.max_nodes == 0
+
+            scaling = [p for p in ours if not capped(p) or nodes.get(p.name, 0) > 0]
+            for pool in scaling:
+                draining = capped(pool) and pool.name in observed.draining
+                if pool.name not in observed.operations and not draining:
+                    run.act(ScaleNodePoolToZero(pool.name))
+            slices = [p.name for p in scaling if p.keeps_ceiling]
+            if slices and not resized:
+                run.condition(
+                    cond.SCALED_DOWN,
+                    "False",
+                    RESIZING,
+                    f"resizing {pool_list(slices)} to zero (a TPU slice pool keeps its "
+                    "autoscaling ceiling at the slice's size)",
+                )
+            if any(p.name in observed.draining for p in scaling):
+                # Their Node objects' removal wakes the request; this is the backstop
+                # after which a pool still showing Nodes is resized again.
+                run.decision.requeue_after = DRAIN_SECONDS
+            if not scaling:
+                names = pool_list([p.name for p in ours])
+                verb = "has" if len(ours) == 1 else "have"
+                _scaled_down(run, "ScaledToZero", f"{names} {verb} no nodes")
+        elif cleanup == CleanupPolicy.DELETE:
+            for pool in ours:
+                if pool.state != PoolState.STOPPING and pool.name not in observed.operations:
+                    run.act(DeleteNodePool(pool.name))
+    elif (
+        managed
+        and all(p is None for p in pools)
+        # Not while an operation on them is still queued or running: it ends first.
+        and not busy
+        and cleanup == CleanupPolicy.DELETE
+        # A request that failed before it asked for a pool has none to report deleted.
+        and cond.condition(status.conditions, cond.NODE_POOL_READY) is not None
+    ):
+        gone = "node pool deleted" if len(pools) == 1 else "node pools deleted"
+        _scaled_down(run, "Deleted", gone)
+    # Pool operations and Job deletions wake the request when done: no timer needed
+    # (except to give draining Nodes their time, set above).
+    if run.decision.requeue_after != DRAIN_SECONDS:
+        run.decision.requeue_after = None
+    run.decision.requeue_after = soonest(run.decision.requeue_after, run.wake_by)
+    return run.decision
+
+
+def _cleanup_policy(run: Draft, spec: TrainingRequestSpec) -> CleanupPolicy:
+    """The request's cleanup, except that pools which never got capacity are deleted
+    (unless Keep): their names are this request's, so nothing else could ever use them.
+    That is a request that timed out waiting, or one that failed before it ever ran (e.g.
+    GKE refused one slice's pool after another slice's was made)."""
+    completed = cond.condition(run.status.conditions, cond.COMPLETED)
+    timed_out = completed is not None and completed.reason == "CapacityTimeout"
+    never_ran = run.status.phase == Phase.FAILED and run.status.provisioned_at is None
+    if (timed_out or never_ran) and spec.node_pool.cleanup == CleanupPolicy.SCALE_TO_ZERO:
+        return CleanupPolicy.DELETE
+    return spec.node_pool.cleanup
+
+
+#: The ScaledDown condition's reason while TPU slice pools are being resized to zero.
+RESIZING = "Resizing"
+
+
+def _scaled_down(run: Draft, reason: str, message: str) -> None:
+    if run.status.scaled_down_at is None:
+        run.status.scaled_down_at = run.now
+        run.decision.events.append(Event("Normal", reason, message))
+    run.condition(cond.SCALED_DOWN, "True", reason, message)
+
+
+def release(run: Draft) -> Decision:
+    """Deletion: remove the Job, the Service and a pool the operator created, then let go."""
+    observed, request = run.observed, run.request
+    kind = run.request.facts.workload_kind
+    if observed.job is not None and observed.job.ours:
+        run.act(DeleteJob(observed.job.name, kind))
+    for stale in observed.stale_jobs:
+        run.act(DeleteJob(stale, kind))
+    if observed.service_exists:
+        run.act(DeleteService(service_name(request.name)))
+    managed = not request.facts.existing
+    ours = [p for p in observed.all_pools if p is not None and p.ours]
+    for pool in ours if managed else []:
+        if pool.state != PoolState.STOPPING and pool.name not in observed.operations:
+            run.act(DeleteNodePool(pool.name))
+    abandon(run)
+    run.end_attempt(AttemptOutcome.CANCELLED, "the TrainingRequest was deleted")
+    busy = _settle_operations(run)
+    left = any(p.ours for p in observed.abandoned)
+    gone = not run.decision.actions and not busy and (not ours or not managed) and not left
+    run.decision.released = gone
+    return run.phase(Phase.DELETING, "Deleting the Job, Service and node pool", None)
+
+
+def _settle_operations(run: Draft) -> bool:
+    """Operations queued for the request's pools must not outlive its work: a create or
+    takeover not started in GKE is called off; one already started is waited for (its
+    pool then shows, and is cleaned up like any other). Whether any is still on."""
+    _call_off(run)
+    return bool(run.observed.operations)

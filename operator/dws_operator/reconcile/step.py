@@ -1,0 +1,127 @@
+"""Where a request is on its capacity ladder: its step, the names of its pools and
+workload on it, and the slice plan of that step. Pure: read from the request's facts
+and status."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from dws_operator.api import ProvisioningSpec, TrainingRequestSpec, TrainingRequestStatus
+from dws_operator.errors import InvalidSpec, SpecError
+from dws_operator.naming import slice_pool_names, step_pool_base
+from dws_operator.planning import SlicePlan, plan_slice
+from dws_operator.reconcile.facts import RequestFacts
+from dws_operator.reconcile.observed import RequestView
+from dws_operator.zones import ClusterSite
+
+
+class StepPlan(NamedTuple):
+    """A request planned on its current ladder step."""
+
+    #: The spec as the step provisions it (the step's mode, zones, reservation, wait).
+    spec: TrainingRequestSpec
+    plan: SlicePlan
+    #: Every step of the ladder (one without fallback).
+    ladder: tuple[ProvisioningSpec, ...]
+    #: The current step, 0-based.
+    step: int
+
+
+Planned = StepPlan | InvalidSpec
+
+
+def step_of(request: RequestView) -> int:
+    """The ladder step the request is on, 0-based (`status.step` counts from 1)."""
+    return min(max(request.status.step or 1, 1), request.facts.ladder_steps) - 1
+
+
+def pool_name_for(request: RequestView) -> str:
+    """The base name of `request`'s pools on its current step: an idle pool it took
+    over (its status says so, written before the takeover began); else the step's own
+    (`step_pool_base`)."""
+    held = request.status.node_pool
+    if held is not None and held.reused and held.managed and request.facts.slices == 1:
+        return held.name
+    return step_pool_base(request.facts.base_pool, step_of(request))
+
+
+def pool_names_for(request: RequestView) -> tuple[str, ...]:
+    """Every slice's pool of `request` on its current step, in slice order."""
+    return slice_pool_names(pool_name_for(request), request.facts.slices)
+
+
+def step_pool_names(facts: RequestFacts) -> tuple[str, ...]:
+    """The pools every step of the request's ladder would make for itself (a status-free
+    answer: which pools' changes concern the request)."""
+    return tuple(
+        name
+        for step in range(facts.ladder_steps)
+        for name in slice_pool_names(step_pool_base(facts.base_pool, step), facts.slices)
+    )
+
+
+def abandoned_pool_names(request: RequestView) -> tuple[str, ...]:
+    """Pools of the ladder steps the request has left: each step's own, and a pool a step
+    took over (its attempt names it). None of them may keep nodes or start work."""
+    current = step_of(request)
+    if current == 0:
+        return ()
+    base, slices = request.facts.base_pool, request.facts.slices
+    names = [
+        name
+        for step in range(current)
+        for name in slice_pool_names(step_pool_base(base, step), slices)
+    ]
+    names += [
+        a.node_pool
+        for a in request.status.attempts or ()
+        if a.node_pool and a.step - 1 < current and slices == 1
+    ]
+    keep = set(pool_names_for(request))
+    return tuple(dict.fromkeys(n for n in names if n not in keep))
+
+
+def attempt_number(status: TrainingRequestStatus) -> int:
+    """The workload attempt: one more for each restart and each ladder step moved on to
+    (both only grow), so every attempt's Job has a name of its own."""
+    return status.restarts + max((status.step or 1) - 1, 0)
+
+
+def planned(request: RequestView) -> Planned:
+    """The request's validated spec and the slice plan of its current ladder step, or
+    why it has none (its spec is invalid, or a step's slice cannot be placed on this
+    cluster). A plan takes well under a millisecond: made on each pass, not kept."""
+    facts = request.facts
+    if facts.spec is None:
+        assert facts.invalid is not None
+        return facts.invalid
+    spec, site = facts.spec, request.site
+    try:
+        if spec.ladder_steps > 1:
+            _every_step_placed(spec, site)
+        step = step_of(request)
+        stepped = spec.at_step(step) if spec.ladder_steps > 1 else spec
+        plan = plan_slice(stepped, pool_name=pool_name_for(request), site=site)
+    except InvalidSpec as invalid:
+        return invalid
+    return StepPlan(stepped, plan, tuple(spec.provisioning.steps), step)
+
+
+def _every_step_placed(spec: TrainingRequestSpec, site: ClusterSite | None) -> None:
+    """InvalidSpec naming the step when a ladder step's slice cannot be placed on this
+    cluster (a multi-host TPU slice with no zone to justify): found before the first
+    step starts, not when the ladder reaches that step with the earlier steps' pools
+    still to clean up."""
+    errors: list[SpecError] = []
+    for index in range(spec.ladder_steps):
+        field = (
+            "spec.provisioning.zones"
+            if index == 0
+            else f"spec.provisioning.fallback[{index - 1}].zones"
+        )
+        try:
+            plan_slice(spec.at_step(index), site=site, zones_field=field)
+        except InvalidSpec as invalid:
+            errors.extend(invalid.errors)
+    if errors:
+        raise InvalidSpec(errors)

@@ -1,0 +1,146 @@
+"""The request's workload: its Job (or JobSet) and Service made, followed until it
+succeeds, fails or loses its nodes (a restart, or the ladder's next step). Pure."""
+
+from __future__ import annotations
+
+from dws_operator.api import AttemptOutcome, ObjectReference, Phase
+from dws_operator.multislice import render_jobset
+from dws_operator.reconcile import conditions as cond
+from dws_operator.reconcile.actions import CreateJob, CreateService, DeleteJob
+from dws_operator.reconcile.cleanup import clean_up
+from dws_operator.reconcile.decision import (
+    NEXT_STEP_SECONDS,
+    Decision,
+    Draft,
+    Event,
+    ReconcileConfig,
+    shape,
+    timed_out,
+    until_timeout,
+)
+from dws_operator.reconcile.ladder import next_step, wait_ran_out
+from dws_operator.reconcile.step import StepPlan, attempt_number
+from dws_operator.workload import (
+    RequestRef,
+    job_name,
+    needs_service,
+    queue_for,
+    render_job,
+    render_service,
+    service_name,
+)
+
+
+def ensure_workload(run: Draft, step: StepPlan, config: ReconcileConfig) -> Decision:
+    """Make the workload once the pools are ready, then follow it."""
+    spec, plan, request = step.spec, step.plan, run.request
+    ref = RequestRef(request.name, request.namespace, request.uid)
+    observed = run.observed
+    multi_host = needs_service(plan)
+    if multi_host:
+        if observed.service_taken:
+            return run.fail(
+                "ServiceNameTaken",
+                f"Service {service_name(request.name)} exists and belongs to something else",
+            )
+        run.status.service = ObjectReference(name=service_name(request.name))
+
+    def ensure_service() -> None:
+        # Only while the work can still run: a finished request gets no new objects.
+        if multi_host and not observed.service_exists:
+            run.act(CreateService(render_service(ref)))
+
+    kind = run.request.facts.workload_kind
+    job = observed.job
+    attempt = attempt_number(run.status)
+    total = plan.total_nodes
+    if job is None:
+        queue = queue_for(spec, config.default_queue, config.queued_queue) if config.kueue else None
+        known = observed.local_queues
+        if queue is not None and known is not None and queue not in known:
+            # Kueue would keep the workload suspended without a word: say it here, and
+            # go on when the queue is made (its creation wakes the request).
+            message = (
+                f"Kueue LocalQueue {request.namespace}/{queue} does not exist: create it, "
+                "or set spec.queueName to one that does"
+            )
+            run.condition(cond.WORKLOAD_CREATED, "False", "LocalQueueNotFound", message)
+            return run.phase(Phase.WAITING_FOR_CAPACITY, message, until_timeout(run, plan))
+        ensure_service()
+        render = render_jobset if plan.multi_slice else render_job
+        run.act(CreateJob(render(ref, spec, plan, attempt=attempt, queue=queue)))
+        run.status.job = ObjectReference(name=job_name(request.name, attempt))
+        run.condition(cond.WORKLOAD_CREATED, "True", "JobCreated", f"{kind} {run.status.job.name}")
+        run.condition(cond.CAPACITY_PROVISIONED, "False", "Waiting", "waiting for nodes")
+        return run.phase(
+            Phase.WAITING_FOR_CAPACITY,
+            f"Waiting for capacity: 0/{total} nodes",
+            until_timeout(run, plan),
+        )
+    if not job.ours:
+        return run.fail("JobNameTaken", f"{kind} {job.name} exists and belongs to something else")
+    run.status.job = ObjectReference(name=job.name)
+    run.condition(cond.WORKLOAD_CREATED, "True", "JobCreated", f"{kind} {job.name}")
+    if job.complete:
+        run.status.finished_at = run.status.finished_at or run.now
+        run.condition(cond.COMPLETED, "True", "JobSucceeded", f"{kind} {job.name} succeeded")
+        run.phase(Phase.SUCCEEDED, f"{kind} {job.name} succeeded")
+        return clean_up(run, step.spec)
+    if job.failed and job.disrupted:
+        return restart(run, step, job.name)
+    if job.failed:
+        run.fail(
+            job.failure_reason or "JobFailed", job.failure_message or f"{kind} {job.name} failed"
+        )
+        return clean_up(run, step.spec)
+    if job.ready >= total or run.status.started_at is not None:
+        ensure_service()
+        if run.status.started_at is None:
+            run.end_attempt(AttemptOutcome.PROVISIONED, f"{total} nodes ready")
+        run.status.started_at = run.status.started_at or run.now
+        run.status.provisioned_at = run.status.provisioned_at or run.now
+        run.condition(cond.CAPACITY_PROVISIONED, "True", "NodesReady", f"{total} nodes")
+        return run.phase(Phase.RUNNING, f"Running on {shape(plan)}", config.running_poll_seconds)
+    if timed_out(run, plan):
+        return wait_ran_out(run, step)
+    ensure_service()
+    message = f"Waiting for capacity: {job.ready}/{total} nodes ready"
+    run.condition(cond.CAPACITY_PROVISIONED, "False", "Waiting", message)
+    return run.phase(Phase.WAITING_FOR_CAPACITY, message, until_timeout(run, plan))
+
+
+def restart(run: Draft, step: StepPlan, failed_job: str) -> Decision:
+    """A node was lost under the Job: start a new attempt, up to maxRestarts.
+
+    The restart count is written (with the status) before the old Job is deleted, so a
+    crash in between is finished by the next pass: it deletes the old Job as stale and
+    creates the new attempt's. On a capacity ladder maxRestarts counts per step: a step
+    that lost its nodes once more than that hands over to the next step (fresh capacity,
+    perhaps of another kind, is likelier than the same Spot capacity coming back); the
+    last step fails as a request without fallback does.
+    """
+    status, plan = run.status, step.plan
+    attempts = status.attempts or []
+    current = attempts[-1] if attempts and len(step.ladder) > 1 else None
+    restarts = current.restarts if current is not None else status.restarts
+    if restarts >= plan.max_restarts:
+        message = f"lost nodes {restarts + 1} times; maxRestarts is {plan.max_restarts}"
+        if step.step + 1 < len(step.ladder):
+            if current is not None:
+                current.ended_at = None  # it ended Provisioned; it ends again, Preempted
+            return next_step(run, step, AttemptOutcome.PREEMPTED, message)
+        run.fail("PreemptedTooOften", message)
+        return clean_up(run, step.spec)
+    status.restarts += 1
+    if current is not None:
+        current.restarts += 1
+        # The step asks for capacity again: its attempt is open until it gets it.
+        current.ended_at = current.outcome = current.message = None
+    status.started_at = None
+    status.requested_at = run.now
+    kind = run.request.facts.workload_kind
+    run.act(DeleteJob(failed_job, kind))
+    message = f"Node lost under {kind} {failed_job}: restart {status.restarts}/{plan.max_restarts}"
+    run.condition(cond.CAPACITY_PROVISIONED, "False", "Restarting", message)
+    run.decision.events.append(Event("Warning", "Restarting", message))
+    return run.phase(Phase.WAITING_FOR_CAPACITY, message, NEXT_STEP_SECONDS)
