@@ -57,12 +57,15 @@ def run(
     cluster: str = DEFAULT_CLUSTER,
     poll: PollPolicy = FAST_POLL,
     retry: RetryPolicy = FAST_RETRY,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> T:
-    """Run `scenario` with the real google-cloud-container client against `emulator`."""
+    """Run `scenario` with the real google-cloud-container client against `emulator`
+    (the client pausing with `sleep`)."""
 
     async def main() -> T:
         async with connect(emulator.endpoint) as api:
-            return await scenario(NodePoolClient(api, cluster, poll=poll, retry=retry))
+            client = NodePoolClient(api, cluster, poll=poll, retry=retry, sleep=sleep)
+            return await scenario(client)
 
     return asyncio.run(main())
 

@@ -11,7 +11,6 @@ import pytest
 from google.cloud import container_v1
 
 from dws_operator.gke import GkeError, NodePoolClient, PollPolicy, pool_labels
-from dws_operator.gke import client as client_module
 from dws_operator.planning import plan_slice
 from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
 from tests.builders import SITE, gpu, make_spec, tpu
@@ -27,7 +26,6 @@ from tests.gke.harness import (
     run,
     serve,
 )
-from tests.sleeps import recorded_sleeps
 
 Operation = container_v1.Operation
 PoolStatus = container_v1.NodePool.Status
@@ -321,16 +319,18 @@ def test_operation_in_progress_is_retryable(make_emulator: MakeEmulator) -> None
         assert "is currently creating a node pool for cluster sandbox" in error.message
 
 
-def test_wait_gives_up_at_its_deadline(
-    make_emulator: MakeEmulator, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_wait_gives_up_at_its_deadline(make_emulator: MakeEmulator) -> None:
     emulator = make_emulator(EmulatorConfig(operation_latency_seconds=60))
     pool = rendered(tpu("v6e", "4x4"))
     # A deadline of a second: sleeps capped at 50 ms bound it to about 22 polls when
     # nothing is slow, fewer when a loaded machine (three test workers on two cores)
     # makes a gRPC round trip take a good part of the second.
     poll = PollPolicy(initial_delay=0.01, max_delay=0.05, timeout=1.0)
-    pauses = recorded_sleeps(monkeypatch, client_module)
+    pauses: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        await asyncio.sleep(seconds)
 
     async def scenario(client: NodePoolClient) -> None:
         created = await client.create(pool, UID)
@@ -339,7 +339,7 @@ def test_wait_gives_up_at_its_deadline(
 
     began = time.monotonic()
     with pytest.raises(GkeError) as caught:
-        run(emulator, scenario, poll=poll)
+        run(emulator, scenario, poll=poll, sleep=sleep)
     assert time.monotonic() - began >= poll.timeout  # not before its deadline
     assert caught.value.retryable
     assert caught.value.reason == "OperationTimeout"
@@ -350,9 +350,7 @@ def test_wait_gives_up_at_its_deadline(
     assert max(pauses) <= poll.max_delay
 
 
-def test_wait_backs_off_exponentially(
-    make_emulator: MakeEmulator, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_wait_backs_off_exponentially(make_emulator: MakeEmulator) -> None:
     # The operation ends when the client has paused five times (the clock is the
     # test's): the looks are counted in pauses asked for, whatever the machine's pace.
     clock = ManualClock()
@@ -360,18 +358,20 @@ def test_wait_backs_off_exponentially(
     pool = rendered(tpu("v6e", "4x4"))
     poll = PollPolicy(initial_delay=0.01, max_delay=10.0, multiplier=2.0, timeout=5.0)
 
-    def end_after_five(pauses: list[float]) -> None:
+    pauses: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        pauses.append(seconds)
         if len(pauses) == 5:
             clock.now += 1
-
-    pauses = recorded_sleeps(monkeypatch, client_module, end_after_five)
+        await asyncio.sleep(seconds)
 
     async def scenario(client: NodePoolClient) -> Operation:
         created = await client.create(pool, UID)
         assert created.operation is not None
         return await client.wait(created.operation)
 
-    done = run(emulator, scenario, poll=poll)
+    done = run(emulator, scenario, poll=poll, sleep=sleep)
     assert done.status == Operation.Status.DONE
     # One pause before each look, each twice the last (a fixed 10 ms interval would
     # look 50 times in half a second).

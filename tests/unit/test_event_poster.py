@@ -5,15 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from dws_operator.controller import events
 from dws_operator.controller.events import EventPoster
 from dws_operator.controller.kube import KubeApi
-from tests.sleeps import replace_sleep
 
 
 class _Recorder(KubeApi):
@@ -61,16 +58,14 @@ BODY = {
 }
 
 
-def test_a_burst_goes_out_at_once_and_the_rest_at_the_rate(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_burst_goes_out_at_once_and_the_rest_at_the_rate() -> None:
     clock = _Time()
-    monkeypatch.setattr(events, "time", SimpleNamespace(monotonic=clock.monotonic))
-    replace_sleep(monkeypatch, events, clock.sleep)
 
     async def main() -> list[float]:
         kube = _Recorder(clock.monotonic)
-        poster = EventPoster(kube, rate=50.0, burst=5, backlog=100)
+        poster = EventPoster(
+            kube, rate=50.0, burst=5, backlog=100, clock=clock.monotonic, sleep=clock.sleep
+        )
         for i in range(15):
             poster.post(BODY, "Normal", f"R{i}", "m")
         task = asyncio.create_task(poster.run())

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,16 +39,25 @@ class _Event:
 
 class EventPoster:
     def __init__(
-        self, kube: KubeApi, rate: float = RATE, burst: int = BURST, backlog: int = BACKLOG
+        self,
+        kube: KubeApi,
+        rate: float = RATE,
+        burst: int = BURST,
+        backlog: int = BACKLOG,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.kube = kube
+        self._clock = clock
+        self._sleep = sleep
         self.rate = rate
         self.burst = burst
         self.posted = 0
         self.dropped = 0
         self._queue: asyncio.Queue[_Event] = asyncio.Queue(maxsize=backlog)
         self._tokens = float(burst)
-        self._filled_at = time.monotonic()
+        self._filled_at = clock()
 
     def post(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         """Queue an Event about `involved` (a TrainingRequest body); never blocks."""
@@ -77,14 +86,14 @@ class EventPoster:
     async def run(self) -> None:
         while True:
             event = await self._queue.get()
-            await asyncio.sleep(self._wait_for_token())
+            await self._sleep(self._wait_for_token())
             # post_event logs its own failures: an Event is never retried.
             await self.kube.post_event(event.involved, event.type, event.reason, event.message)
             self.posted += 1
 
     def _wait_for_token(self) -> float:
         """Seconds until the next Event may go (a token bucket), taking its token."""
-        now = time.monotonic()
+        now = self._clock()
         self._tokens = min(float(self.burst), self._tokens + (now - self._filled_at) * self.rate)
         self._filled_at = now
         self._tokens -= 1.0

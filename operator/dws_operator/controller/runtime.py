@@ -107,6 +107,9 @@ class Controller:
     #: What `fill` listed (and `relist` lists again): namespaces, and JobSets or not.
     namespaces: tuple[str, ...] = ()
     jobset: bool = False
+    #: A monotonic clock (how long a pass took) and the randomness that spreads timers.
+    clock: Callable[[], float] = time.monotonic
+    rng: random.Random = field(default_factory=random.Random)
 
     @property
     def uses_kueue(self) -> bool:
@@ -126,7 +129,7 @@ class Controller:
         if not self.snapshot.listed:
             await self.snapshot.refresh()  # GKE must answer before any pool is judged absent
         metrics = self.reconciler.metrics
-        began = time.monotonic()
+        began = self.clock()
         try:
             decision = await self.reconciler.reconcile(key)
         except (
@@ -137,12 +140,12 @@ class Controller:
             aiohttp.ClientError,
             TimeoutError,
         ) as error:
-            metrics.reconciled(time.monotonic() - began, ok=False)
+            metrics.reconciled(self.clock() - began, ok=False)
             # Never crash or hot-loop: say what failed, wait longer each time.
             delay = self.queue.backoff(key)
             log.warning("%s/%s: pass failed, again in %.0fs: %s", *key, delay, error)
             return
-        metrics.reconciled(time.monotonic() - began, ok=True)
+        metrics.reconciled(self.clock() - began, ok=True)
         self.queue.succeeded(key)
         if decision is None or decision.released:
             self.queue.forget(key)
@@ -153,7 +156,7 @@ class Controller:
         elif not settled:
             # The safety net for an event lost: spread, so a thousand requests that were
             # created together are not all looked at in the same second.
-            self.queue.add_after(key, RESYNC_SECONDS * (0.75 + 0.5 * random.random()))
+            self.queue.add_after(key, RESYNC_SECONDS * (0.75 + 0.5 * self.rng.random()))
 
     async def fill(
         self, kube: KubeApi, namespaces: tuple[str, ...], jobset: bool, kueue: bool = False
@@ -289,7 +292,7 @@ class Controller:
         await asyncio.sleep(RELIST_FIRST_SECONDS)
         while True:
             await self.relist()
-            await asyncio.sleep(RELIST_SECONDS * (0.75 + 0.5 * random.random()))
+            await asyncio.sleep(RELIST_SECONDS * (0.75 + 0.5 * self.rng.random()))
 
     def put_request(self, body: Mapping[str, Any]) -> None:
         if self.cache.put_request(body):

@@ -143,10 +143,15 @@ class NodePoolClient:
         retry: RetryPolicy | None = None,
         version_ttl: float = VERSION_TTL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: Callable[[], float] = random.random,
         guard: Callable[[], None] | None = None,
         observer: Callable[[str, str, float], None] | None = None,
     ) -> None:
         self.api = api
+        #: Time (deadlines, the version's age, call durations), pauses and jitter.
+        self._sleep = sleep
+        self._rng = rng
         #: Told every attempt's method, gRPC code name and seconds (the operator's metrics).
         self.observer = observer
         #: Called before every attempt of every call; raising stops the call (a replica
@@ -340,11 +345,11 @@ class NodePoolClient:
         """
         policy = self.poll
         path = self.cluster.operation(operation.name)
-        deadline = time.monotonic() + policy.timeout
+        deadline = self._clock() + policy.timeout
         delay = policy.initial_delay
         current = operation
         while current.status != Operation.Status.DONE:
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._clock()
             if remaining <= 0:
                 raise GkeError(
                     retryable=True,
@@ -352,7 +357,7 @@ class NodePoolClient:
                     message=f"operation {operation.name} still {current.status.name} "
                     f"after {policy.timeout:g}s",
                 )
-            await asyncio.sleep(min(delay, remaining))
+            await self._sleep(min(delay, remaining))
             delay = min(delay * policy.multiplier, policy.max_delay)
             try:
                 current = await self.call(
@@ -368,7 +373,7 @@ class NodePoolClient:
     def _observe(self, rpc: Callable[..., Any], code: grpc.StatusCode | None, began: float) -> None:
         if self.observer is not None:
             name = code.name if code is not None else "UNKNOWN"
-            self.observer(method_name(rpc), name, time.monotonic() - began)
+            self.observer(method_name(rpc), name, self._clock() - began)
 
     async def call(self, rpc: Callable[..., Awaitable[T]], request: Any) -> T:
         """Any ClusterManager RPC of `api`: timeout, classification, bounded retries.
@@ -380,7 +385,7 @@ class NodePoolClient:
         for attempt in range(len(pauses) + 1):
             if self.guard is not None:
                 self.guard()
-            began = time.monotonic()
+            began = self._clock()
             try:
                 answer = await rpc(request=request, retry=None, timeout=self.call_timeout)
             except (
@@ -396,7 +401,7 @@ class NodePoolClient:
                 self._observe(rpc, grpc.StatusCode.OK, began)
                 return answer
             pause = pauses[attempt]
-            await asyncio.sleep(pause * (1 - self.retry.jitter * random.random()))
+            await self._sleep(pause * (1 - self.retry.jitter * self._rng()))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
 

@@ -41,7 +41,15 @@ class Replica:
         if self.process.poll() is None:
             self.process.send_signal(signum)
         # A hang guard, not a measure: a loaded CI machine once took over 60 s to stop it.
-        code = self.process.wait(timeout=180)
+        try:
+            code = self.process.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            self._out.close()
+            tail = "\n".join(self.output().splitlines()[-40:])
+            message = f"{self.name} did not stop in 180 s; its last lines:\n{tail}"
+            raise AssertionError(message) from None
         self._out.close()
         return code
 
