@@ -17,6 +17,7 @@ from dws_operator.controller.fence import LeaseLost
 from dws_operator.controller.kube import Conflict, KubeApi, connect
 from dws_operator.controller.leader import LeaderElector, LeaseSettings
 from dws_workshop.devcluster import DevCluster
+from tests.clocks import ManualClock
 from tests.polling import until
 
 T = TypeVar("T")
@@ -26,19 +27,6 @@ DURATION, RENEW, RETRY = 1.5, 1.0, 0.2
 #: How long a test waits for what should follow within a few tries: a guard against a
 #: hang, never a measure (the replicas' clocks do not move while the test waits).
 HANG = 60.0
-
-
-class Clock:
-    """A replica's monotonic clock, moved only by the test."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def tick(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def _settings(namespace: str, identity: str) -> LeaseSettings:
@@ -56,9 +44,9 @@ def _with_two(
     devcluster: DevCluster,
     namespace: str,
     body: Callable[[LeaderElector, LeaderElector, KubeApi], Awaitable[T]],
-    clocks: tuple[Clock, Clock] | None = None,
+    clocks: tuple[ManualClock, ManualClock] | None = None,
 ) -> T:
-    one_clock, two_clock = clocks or (Clock(), Clock())
+    one_clock, two_clock = clocks or (ManualClock(), ManualClock())
 
     async def main() -> T:
         one_api = await connect(str(devcluster.kubeconfig))
@@ -81,7 +69,7 @@ async def _lease(kube: KubeApi, namespace: str) -> dict[str, Any]:
 
 
 def test_one_holds_the_other_waits(devcluster: DevCluster, namespace: str) -> None:
-    clocks = Clock(), Clock()
+    clocks = ManualClock(), ManualClock()
 
     async def body(one: LeaderElector, two: LeaderElector, kube: KubeApi) -> None:
         assert await one.acquire()
@@ -130,7 +118,7 @@ def test_the_holder_keeps_renewing(devcluster: DevCluster, namespace: str) -> No
 def test_a_silent_holder_is_replaced_after_the_lease_duration(
     devcluster: DevCluster, namespace: str
 ) -> None:
-    clocks = Clock(), Clock()
+    clocks = ManualClock(), ManualClock()
     _, two_clock = clocks
 
     async def body(one: LeaderElector, two: LeaderElector, kube: KubeApi) -> None:
@@ -151,7 +139,7 @@ def test_a_silent_holder_is_replaced_after_the_lease_duration(
 
 
 def test_a_paused_holder_gives_up(devcluster: DevCluster, namespace: str) -> None:
-    clocks = Clock(), Clock()
+    clocks = ManualClock(), ManualClock()
 
     async def body(one: LeaderElector, two: LeaderElector, kube: KubeApi) -> None:
         assert await one.acquire()

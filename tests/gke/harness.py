@@ -25,6 +25,7 @@ from dws_operator.gke import (
 from dws_operator.planning import plan_slice
 from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
 from tests.builders import SITE, make_spec, tpu
+from tests.clocks import ManualClock
 from tests.polling import eventually
 
 T = TypeVar("T")
@@ -68,16 +69,6 @@ def run(
             return await scenario(client)
 
     return asyncio.run(main())
-
-
-class ManualClock:
-    """Operations move only when the test moves the clock: no race with real time."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class HeldClock:

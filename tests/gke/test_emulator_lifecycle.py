@@ -24,22 +24,12 @@ from dws_workshop.emulator import (
     EmulatorThread,
 )
 from tests.builders import gpu, tpu
+from tests.clocks import ManualClock
 from tests.gke.harness import rendered
 
 Operation = container_v1.Operation
 PoolStatus = container_v1.NodePool.Status
 OPERATIONS = "projects/dws-sandbox/locations/us-east5/operations"
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def tick(self, seconds: float) -> None:
-        self.now += seconds
 
 
 Api = container_v1.ClusterManagerAsyncClient

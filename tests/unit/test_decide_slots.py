@@ -180,6 +180,9 @@ def test_a_refused_action_fails_the_request_in_the_decision() -> None:
     assert d.status.phase == Phase.FAILED
     assert d.status.message == "WorkloadRejected: Job x refused (422): bad"
     assert cond_tuple(d, cond.COMPLETED) == ("False", "WorkloadRejected")
+    # The Job the last pass named was never made: the status no longer says it was.
+    assert d.status.job is None
+    assert cond_tuple(d, cond.WORKLOAD_CREATED) == ("False", "WorkloadRejected")
     # Deleting wins: the clean-up runs whatever was refused.
     gone = run(dataclasses.replace(observed(GPU_ONE, status, deleting=True), refusal=refused))
     assert gone.status.phase == Phase.DELETING

@@ -6,14 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from dws_operator.controller.workqueue import MAX_BACKOFF_SECONDS, WorkQueue, run_workers
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clocks import ManualClock
 
 
 def test_a_key_added_many_times_is_handled_once() -> None:
@@ -49,7 +42,7 @@ def test_a_key_added_while_handled_comes_back_after_done_not_before() -> None:
 
 def test_add_after_keeps_the_soonest_deadline() -> None:
     async def scenario() -> None:
-        clock = Clock()
+        clock = ManualClock(0.0)
         queue: WorkQueue[str] = WorkQueue(clock)
         queue.add_after("a", 60)
         queue.add_after("a", 10)
@@ -68,7 +61,7 @@ def test_add_after_keeps_the_soonest_deadline() -> None:
 
 def test_backoff_doubles_per_failure_and_resets_on_success() -> None:
     async def scenario() -> None:
-        queue: WorkQueue[str] = WorkQueue(Clock())
+        queue: WorkQueue[str] = WorkQueue(ManualClock(0.0))
         delays = [queue.backoff("a") for _ in range(8)]
         assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, MAX_BACKOFF_SECONDS, 60.0]
         queue.succeeded("a")
@@ -79,7 +72,7 @@ def test_backoff_doubles_per_failure_and_resets_on_success() -> None:
 
 def test_forget_drops_deadlines() -> None:
     async def scenario() -> None:
-        clock = Clock()
+        clock = ManualClock(0.0)
         queue: WorkQueue[str] = WorkQueue(clock)
         queue.add_after("a", 5)
         queue.forget("a")

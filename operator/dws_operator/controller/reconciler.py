@@ -133,8 +133,6 @@ class Reconciler:
         #: Workloads the API server refused, by request, until its next pass decides.
         self._refused: dict[Key, tuple[str, str]] = {}
         self.passes = 0
-        #: Decisions made (one per pass that reached one: a test compares the two).
-        self.decisions = 0
         self.events = EventPoster(self.kube)
 
     async def reconcile(self, key: Key) -> Decision | None:
@@ -157,6 +155,7 @@ class Reconciler:
             # create still waiting for its turn is called off.
             self.call_off(key, (*pool_names_for(request), *abandoned_pool_names(request)))
             self.metrics.request_gone(key)
+            self._refused.pop(key, None)
             return None
         writes = [0]
         counting = _PASS_WRITES.set(writes)
@@ -173,8 +172,12 @@ class Reconciler:
         try:
             observed = await self._observe(key, request, body)
             decision = decide(observed, self.config)
-            self.decisions += 1
             body = await self._write_status(body, observed, decision.status)
+            binding = decision.status.node_pool
+            if observed.offer is not None and binding is not None and binding.reused:
+                # Counted once the status names it: the takeover follows on the next pass.
+                log.info("%s/%s: reusing idle node pool %s", *key, observed.offer)
+                self.sources.shelf.taken_over += 1
         finally:
             # The status names a pool it claimed (or the write failed): the claim ends.
             self.sources.shelf.release(key)
@@ -285,11 +288,7 @@ class Reconciler:
         shape = self._shape_to_reuse(dataclasses.replace(request, site=self.sources.gke.site))
         if shape is None:
             return None
-        name = self.sources.shelf.claim(shape, key)
-        if name is not None:
-            log.info("%s/%s: reusing idle node pool %s", *key, name)
-            self.sources.shelf.taken_over += 1
-        return name
+        return self.sources.shelf.claim(shape, key)
 
     def _binding_lost(self, key: Key, request: RequestView) -> bool:
         """A pool the status says this request took over, that is neither its own yet

@@ -171,6 +171,10 @@ def _refused(run: Draft, reason: str, message: str) -> Decision:
         and run.status.phase not in TERMINAL_PHASES
     ):
         return next_step(run, result, OUTCOMES[reason], message)
+    if run.status.job is not None and run.observed.job is None:
+        # The workload the last pass named was refused: it never existed.
+        run.status.job = None
+        run.condition(cond.WORKLOAD_CREATED, "False", reason, message)
     return run.fail(reason, message)
 
 
