@@ -58,4 +58,4 @@ def test_a_template_requesting_ephemeral_storage_runs_through_kueue(
     [ran] = scenario.pods()
     assert ran.status.phase == "Succeeded"
     assert ran.spec.node_name.startswith(f"gke-sandbox-{scenario.pool_name}-")
-    eventually(lambda: nodes(scenario) == [], timeout=30, what="the nodes gone")
+    eventually(lambda: nodes(scenario) == [], what="the nodes gone")

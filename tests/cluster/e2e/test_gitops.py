@@ -78,7 +78,6 @@ def test_a_failure_is_stalled_naming_the_reason_and_degraded(stack: Stack) -> No
     scenario.create(gpu("nvidia-l4"), provisioning={"maxWaitDuration": "3s"}, template=sim("5s"))
     eventually(
         lambda: health(scenario.get() or {})[0] in ("Progressing", "Suspended"),
-        timeout=30,
         what="a verdict while it waits",
     )
     waiting = kubectl_wait(scenario, "Stalled", 60)

@@ -68,12 +68,12 @@ def test_tpu_ladder_moves_to_the_zone_with_capacity(stack: Stack) -> None:
         template=sim("10s"),
     )
     first = step_pool(scenario, 1)
-    eventually(lambda: first in scenario.pool_names(), timeout=30, what="step 1's pool")
+    eventually(lambda: first in scenario.pool_names(), what="step 1's pool")
     assert scenario.status()["step"] == 1
     second = step_pool(scenario, 2)
     assert second == f"{first}-f1"
     # Step 1 ended: its pool goes (it never had a node: us-east5-a is stocked out).
-    eventually(lambda: first not in scenario.pool_names(), timeout=30, what="step 1's pool gone")
+    eventually(lambda: first not in scenario.pool_names(), what="step 1's pool gone")
     status = scenario.wait_phase("Succeeded", timeout=90)
     assert status["step"] == 2
     assert [(a["step"], a["mode"], a["zones"], a["outcome"]) for a in status["attempts"]] == [
@@ -90,7 +90,7 @@ def test_tpu_ladder_moves_to_the_zone_with_capacity(stack: Stack) -> None:
         if c.ok and c.request.node_pool.name == second
     ]
     assert list(created.locations) == ["us-east5-b"]
-    eventually(lambda: scenario.pool_nodes(second) == 0, timeout=30, what="step 2 at zero")
+    eventually(lambda: scenario.pool_nodes(second) == 0, what="step 2 at zero")
     pool = scenario.emulator.node_pool(f"{EAST5}/nodePools/{second}")
     assert pool is not None
     # Resized to zero, never capped: GKE checks a slice pool's maximum against the slice.
@@ -169,7 +169,7 @@ def test_gpu_ladder_ends_on_the_step_with_capacity(
         lambda: not (set(pools[:2]) & scenario.pool_names()), timeout=60, what="steps 1-2 pools"
     )
     assert pools[2] in scenario.pool_names()
-    eventually(lambda: scenario.pool_nodes(pools[2]) == 0, timeout=30, what="step 3 at zero")
+    eventually(lambda: scenario.pool_nodes(pools[2]) == 0, what="step 3 at zero")
 
 
 def test_operator_killed_during_a_step_change_resumes_on_the_new_step(
@@ -202,22 +202,21 @@ def test_operator_killed_during_a_step_change_resumes_on_the_new_step(
     )
     with OperatorThread(scenario.operator_config, kubeconfig=scenario.operator_kubeconfig):
         first = step_pool(scenario, 1)
-        eventually(lambda: first in scenario.pool_names(), timeout=30, what="step 1's pool")
+        eventually(lambda: first in scenario.pool_names(), what="step 1's pool")
         emulator.set_faults("DeleteNodePool", refused)
-        eventually(lambda: scenario.status().get("step") == 2, timeout=30, what="step 2")
+        eventually(lambda: scenario.status().get("step") == 2, what="step 2")
         eventually(
             lambda: any(
                 c.request.name.endswith(f"/nodePools/{first}") and not c.ok
                 for c in emulator.calls_for("DeleteNodePool")
             ),
-            timeout=30,
             what="a refused delete of step 1's pool",
         )
     # The operator is gone; step 1's pool is still there.
     assert first in scenario.pool_names()
     emulator.set_faults("DeleteNodePool", None)
     with OperatorThread(scenario.operator_config, kubeconfig=scenario.operator_kubeconfig):
-        eventually(lambda: first not in scenario.pool_names(), timeout=30, what="step 1 gone")
+        eventually(lambda: first not in scenario.pool_names(), what="step 1 gone")
         status = scenario.wait_phase("Succeeded", timeout=90)
     assert status["step"] == 2
     assert [(a["step"], a["outcome"]) for a in status["attempts"]] == [

@@ -126,13 +126,12 @@ def test_two_slices_run_as_one_jobset_through_kueue(
             and [x["nodes"] for x in s.get("slices", [])] == [2, 2]
             and s
         ),
-        timeout=30,
         what="status with both slices' nodes",
     )
     assert [x["nodePool"] for x in status["slices"]] == [first, second]
     assert status["plan"]["totalNodes"] == 4
     scenario.wait_phase("Succeeded", timeout=90)
-    eventually(lambda: all_nodes(scenario) == [], timeout=30, what="both slices' nodes gone")
+    eventually(lambda: all_nodes(scenario) == [], what="both slices' nodes gone")
     # Resized to zero, never capped: GKE checks a slice pool's maximum against the slice.
     assert (pool_max(scenario, first), pool_max(scenario, second)) == (2, 2)
     created = [c.request.node_pool.name for c in scenario.emulator.calls_for("CreateNodePool")]
@@ -155,7 +154,6 @@ def test_a_preempted_slice_restarts_the_jobset(stack: Stack) -> None:
     eventually(lambda: scenario.status().get("restarts") == 1, timeout=60, what="a restart")
     restarted = eventually(
         lambda: [j for j in jobsets(scenario) if j["metadata"]["name"] == f"{scenario.name}-r1"],
-        timeout=30,
         what="the second attempt's JobSet",
     )
     assert len(restarted) == 1
@@ -169,7 +167,6 @@ def test_a_preempted_slice_restarts_the_jobset(stack: Stack) -> None:
     assert sorted(created) == [f"{base}-s0", lost]
     eventually(
         lambda: nodes_of(scenario, f"{base}-s0") == [] and nodes_of(scenario, lost) == [],
-        timeout=30,
         what="both slices' nodes gone",
     )
 
@@ -182,18 +179,16 @@ def test_deleting_a_multi_slice_request_leaves_nothing(stack: Stack) -> None:
     assert (len(nodes_of(scenario, first)), len(nodes_of(scenario, second))) == (2, 2)
     scenario.delete()
     eventually(lambda: scenario.get() is None, timeout=40, what="the request gone")
-    eventually(lambda: jobsets(scenario) == [], timeout=30, what="the JobSet gone")
+    eventually(lambda: jobsets(scenario) == [], what="the JobSet gone")
     # Both pools go at once, so their nodes can vanish before kwok has finished the pods:
     # such orphans are removed by the pod garbage collector (a 40 s quarantine).
     eventually(lambda: pods(scenario) == [], timeout=90, what="the pods gone")
     eventually(
         lambda: gke_pool(scenario, first) is None and gke_pool(scenario, second) is None,
-        timeout=30,
         what="both pools gone",
     )
     eventually(
         lambda: nodes_of(scenario, first) == [] and nodes_of(scenario, second) == [],
-        timeout=30,
         what="the nodes gone",
     )
     assert scenario.jobs() == []

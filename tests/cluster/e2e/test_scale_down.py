@@ -37,10 +37,8 @@ def test_stopped_between_cap_and_resize_it_resizes_after_restart(stack: Stack) -
     with OperatorThread(config, kubeconfig=kubeconfig):
         scenario.create(gpu("nvidia-l4", nodes=2, count=1), mode="Spot", template=sim("3s"))
         scenario.wait_phase("Succeeded", timeout=60)
-        eventually(lambda: scenario.pool_max() == 0, timeout=30, what="the autoscaler capped")
-        eventually(
-            lambda: emulator.calls_for("SetNodePoolSize"), timeout=30, what="a resize refused"
-        )
+        eventually(lambda: scenario.pool_max() == 0, what="the autoscaler capped")
+        eventually(lambda: emulator.calls_for("SetNodePoolSize"), what="a resize refused")
     # Stopped between the two calls: the ceiling is 0, the two billed nodes are still up,
     # and the request does not claim to be scaled down.
     assert len(nodes(scenario)) == 2
@@ -49,7 +47,7 @@ def test_stopped_between_cap_and_resize_it_resizes_after_restart(stack: Stack) -
     emulator.set_faults("SetNodePoolSize", None)
     with OperatorThread(config, kubeconfig=kubeconfig):
         eventually(lambda: nodes(scenario) == [], timeout=60, what="the nodes gone")
-        eventually(lambda: scenario.status().get("scaledDownAt"), timeout=30, what="scaledDownAt")
+        eventually(lambda: scenario.status().get("scaledDownAt"), what="scaledDownAt")
     [resized] = [c for c in emulator.calls_for("SetNodePoolSize") if c.ok]
     assert resized.request.node_count == 0
     condition = scenario.condition("ScaledDown")
@@ -72,7 +70,7 @@ def test_a_resize_refused_again_and_again_is_retried_until_zero(stack: Stack) ->
     _not_scaled_down(scenario)
     emulator.set_faults("SetNodePoolSize", None)
     eventually(lambda: nodes(scenario) == [], timeout=90, what="the nodes gone")
-    eventually(lambda: scenario.status().get("scaledDownAt"), timeout=30, what="scaledDownAt")
+    eventually(lambda: scenario.status().get("scaledDownAt"), what="scaledDownAt")
     resizes = [c.ok for c in emulator.calls_for("SetNodePoolSize")]
     assert resizes.count(True) == 1
     assert resizes.index(True) >= 3  # after every refusal, one that took

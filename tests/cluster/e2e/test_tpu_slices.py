@@ -61,9 +61,7 @@ def test_v6e_slice_through_queued_provisioning(
     details = done["status"]["provisioningClassDetails"]
     assert details["NodePoolName"] == scenario.pool_name
     # The whole slice arrived through the request: four queued TPU nodes.
-    slice_nodes = eventually(
-        lambda: len(nodes(scenario)) == 4 and nodes(scenario), timeout=30, what="4 nodes"
-    )
+    slice_nodes = eventually(lambda: len(nodes(scenario)) == 4 and nodes(scenario), what="4 nodes")
     for node in slice_nodes:
         labels = node.metadata.labels
         # GKE taints queued nodes; it does not label them gke-queued.
@@ -82,5 +80,5 @@ def test_v6e_slice_through_queued_provisioning(
         assert pod.spec.node_selector["cloud.google.com/gke-flex-start"] == "true"
         assert "cloud.google.com/gke-queued" not in pod.spec.node_selector
     scenario.wait_phase("Succeeded", timeout=90)
-    eventually(lambda: nodes(scenario) == [], timeout=30, what="the nodes gone")
+    eventually(lambda: nodes(scenario) == [], what="the nodes gone")
     assert scenario.at_zero()

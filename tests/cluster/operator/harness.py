@@ -18,7 +18,7 @@ from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
 from dws_workshop.devcluster.kubeerrors import NotFound, typed_errors
 from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
 from tests.builders import manifest, spec_body
-from tests.polling import eventually
+from tests.polling import HANG_GUARD, eventually
 
 T = TypeVar("T")
 OPERATIONS = "projects/dws-sandbox/locations/us-east5/operations"
@@ -71,7 +71,7 @@ class Scenario:
         phase: str | None = self.status().get("phase")
         return phase
 
-    def wait_phase(self, *phases: str, timeout: float = 30.0) -> dict[str, Any]:
+    def wait_phase(self, *phases: str, timeout: float = HANG_GUARD) -> dict[str, Any]:
         eventually(lambda: self.phase() in phases, timeout, f"phase {phases} (now {self.phase()})")
         return self.status()
 

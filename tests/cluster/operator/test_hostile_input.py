@@ -33,14 +33,14 @@ def test_a_pod_template_the_api_server_refuses_fails_the_request(
         mode="Spot",
         template=_template(ports=[{"name": "http", "containerPort": 70000}]),
     )
-    status = scenario.wait_phase("Failed", timeout=30)
+    status = scenario.wait_phase("Failed")
     condition = scenario.condition("Completed")
     assert condition is not None
     assert condition["reason"] == "WorkloadRejected"
     assert "containerPort" in status["message"]  # the server's message names the field
     assert scenario.jobs() == []
     # It never ran: its pool is deleted, once.
-    eventually(lambda: scenario.pool() is None, timeout=30, what="the pool deleted")
+    eventually(lambda: scenario.pool() is None, what="the pool deleted")
     eventually(lambda: scenario.status().get("scaledDownAt"), what="scaledDownAt")
     assert len(scenario.created_pools()) == 1
     assert len(scenario.emulator.calls_for("DeleteNodePool")) == 1
@@ -52,7 +52,7 @@ def test_a_pool_name_that_is_someone_elses_is_never_adopted_nor_touched(
     theirs = rendered(gpu("nvidia-l4", nodes=1, count=1), "Spot", name="team-a-l4")
     scenario.emulator_create(theirs)
     scenario.create(gpu("nvidia-l4", nodes=1, count=1), mode="Spot", nodePool={"name": "team-a-l4"})
-    status = scenario.wait_phase("Failed", timeout=30)
+    status = scenario.wait_phase("Failed")
     assert "team-a-l4" in status["message"]
     assert scenario.jobs() == []
     scenario.delete()
@@ -73,7 +73,7 @@ def test_the_longest_name_admission_allows_runs(
 ) -> None:
     scenario.name = "l" + "o" * 46 + "n"  # 48: metadata.name's limit at admission
     scenario.create(tpu("v6e", "4x4"))  # multi-host: a Service and pod hostnames too
-    scenario.wait_phase("WaitingForCapacity", timeout=30)
+    scenario.wait_phase("WaitingForCapacity")
     [pool] = scenario.created_pools()
     assert len(pool.name) <= 40  # GKE's limit on node pool names
     job = scenario.job()
@@ -90,8 +90,8 @@ def test_a_request_near_the_size_limit_runs(operator: OperatorThread, scenario: 
     names = [e.name for e in job.spec.template.spec.containers[0].env]
     assert len([n for n in names if n.startswith("BIG_")]) == 1000
     scenario.mark_pods("Succeeded", 1)
-    scenario.wait_phase("Succeeded", timeout=30)
-    eventually(scenario.at_zero, timeout=30, what="the pool at zero")
+    scenario.wait_phase("Succeeded")
+    eventually(scenario.at_zero, what="the pool at zero")
 
 
 def test_a_local_queue_that_does_not_exist_is_said_then_used_once_made(
@@ -107,7 +107,6 @@ def test_a_local_queue_that_does_not_exist_is_said_then_used_once_made(
         scenario.create(gpu("nvidia-l4", nodes=1, count=1), mode="Spot", queueName="team-q")
         condition = eventually(
             lambda: (c := scenario.condition("WorkloadCreated")) and c["status"] == "False" and c,
-            timeout=30,
             what="WorkloadCreated=False",
         )
         assert condition["reason"] == "LocalQueueNotFound"

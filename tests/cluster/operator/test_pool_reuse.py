@@ -167,7 +167,7 @@ def test_an_idle_pool_is_deleted_after_its_time(
     with OperatorThread(config, kubeconfig=devcluster.kubeconfig):
         scenario.create(L4, mode="Spot")
         finish(scenario)
-        eventually(lambda: scenario.pool() is None, timeout=30, what="the idle pool deleted")
+        eventually(lambda: scenario.pool() is None, what="the idle pool deleted")
         assert scenario.phase() == "Succeeded"
 
 

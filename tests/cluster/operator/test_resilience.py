@@ -104,7 +104,7 @@ def test_unavailable_bursts_end_in_success(
     scenario.mark_pods("Succeeded", 1)
     scenario.wait_phase("Succeeded", timeout=60)
     emulator.set_faults("GetNodePool", None)
-    eventually(scenario.at_zero, timeout=30, what="the pool at zero")
+    eventually(scenario.at_zero, what="the pool at zero")
     creates = emulator.calls_for("CreateNodePool")
     assert [c.ok for c in creates].count(True) == 1
     assert len(creates) <= 12, f"{len(creates)} CreateNodePool calls"
@@ -137,7 +137,6 @@ def test_spot_preemption_restarts_the_workload(
     scenario.preempt_a_pod()
     second = eventually(
         lambda: [j for j in scenario.jobs() if j.metadata.name == f"{scenario.name}-r1"],
-        timeout=30,
         what="the second attempt's Job",
     )[0]
     env = {e.name: e.value for e in second.spec.template.spec.containers[0].env}

@@ -138,10 +138,10 @@ def test_the_leader_killed_mid_lifecycle(
     assert took_over < DURATION + 2 * RETRY * 1.2 + 2.0, f"took over after {took_over:.1f}s"
     print(f"failover: lease taken over {took_over:.2f}s after SIGKILL of the leader")
 
-    scenario.wait_phase("WaitingForCapacity", timeout=30)
+    scenario.wait_phase("WaitingForCapacity")
     scenario.mark_pods("Succeeded", 1)
-    scenario.wait_phase("Succeeded", timeout=30)
-    eventually(scenario.at_zero, timeout=30, what="the pool at zero")
+    scenario.wait_phase("Succeeded")
+    eventually(scenario.at_zero, what="the pool at zero")
     eventually(lambda: scenario.status().get("scaledDownAt"), what="scaledDownAt")
     assert [c.ok for c in emulator.calls_for("CreateNodePool")].count(True) == 1
     assert len(scenario.created_pools()) == 1
@@ -200,11 +200,10 @@ def test_a_replica_that_loses_its_lease_exits_without_another_call(
     leader.process.send_signal(signal.SIGCONT)
     assert leader.process.wait(timeout=RENEW + 10) == 3, leader.output()
     assert "exiting now" in leader.output()
-    scenario.wait_phase("WaitingForCapacity", timeout=30)
+    scenario.wait_phase("WaitingForCapacity")
     # The new leader goes on calling GKE (its snapshot refresh at the least) ...
     eventually(
         lambda: len(emulator.calls) > resumed_from + 1,
-        timeout=30,
         what="the new leader's GKE calls",
     )
     # ... and no call since the old leader resumed came from the old leader.

@@ -93,7 +93,7 @@ def test_deleted_while_waiting_for_a_slot_it_goes_and_no_pool_is_made(
     # ones' would have run before it, had they not been called off.
     later = Scenario(api, namespace, emulator)
     later.create(gpu("nvidia-l4", nodes=1, count=1), mode="Spot")
-    eventually(later.created_pools, timeout=30, what="a later request's CreateNodePool")
+    eventually(later.created_pools, what="a later request's CreateNodePool")
     made = [c.request.node_pool.name for c in emulator.calls_for("CreateNodePool")]
     assert not set(called_off) & set(made)
     assert made == [scenario.pool_name, later.pool_name]

@@ -331,7 +331,7 @@ def test_spot_preemption_fails_pods_then_deletes_the_node(
     assert "cloud.google.com/gke-flex-start" not in node.metadata.labels
     eventually(lambda: sim.phase("victim") == "Running", what="the pod running")
 
-    eventually(lambda: not sim.nodes("l4-spot"), timeout=30.0, what="the node preempted")
+    eventually(lambda: not sim.nodes("l4-spot"), what="the node preempted")
     pod = sim.pod("victim")
     assert pod.status.phase == "Failed"
     disruption = [c for c in pod.status.conditions if c.type == "DisruptionTarget"]
@@ -442,7 +442,7 @@ def test_flex_start_vm_ends_at_its_max_run_duration(
     node = eventually(lambda: sim.nodes("l4-short"), what="the node")[0]
     assert node.metadata.labels["cloud.google.com/gke-max-run-duration-seconds"] == "1200"
     eventually(lambda: sim.phase("long") == "Running", what="the pod running")
-    eventually(lambda: not sim.nodes("l4-short"), timeout=30.0, what="the VM ended")
+    eventually(lambda: not sim.nodes("l4-short"), what="the VM ended")
     pod = sim.pod("long")
     assert pod.status.phase == "Failed"
     assert [c.reason for c in pod.status.conditions if c.type == "DisruptionTarget"] == [
