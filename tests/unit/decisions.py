@@ -4,6 +4,7 @@ keeps."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -266,3 +267,8 @@ INVALID = [
     pytest.param(spec_body(gpu("nvidia-l4", nodes=0)), "spec.accelerator.gpu.nodes", id="0-nodes"),
     pytest.param({}, "spec.accelerator", id="empty"),
 ]
+
+
+def failed(observed: Observed, reason: str, message: str) -> Decision:
+    """The decision for `observed` with an action refused for good since its last pass."""
+    return decide(dataclasses.replace(observed, refusal=(reason, message)), ReconcileConfig())

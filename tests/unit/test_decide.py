@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dws_operator.api import Phase
-from dws_operator.reconcile import Event, Observed, PoolState, PoolView, failed, pool_name_for
+from dws_operator.reconcile import Event, Observed, PoolState, PoolView, pool_name_for
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.conditions import set_condition
 from tests.builders import spec_body, tpu
@@ -25,6 +25,7 @@ from tests.unit.decisions import (
     cond_tuple,
     condition,
     existing,
+    failed,
     job_view,
     kinds,
     observed,

@@ -33,7 +33,6 @@ from dws_operator.reconcile import (
     ReconcileConfig,
     RequestView,
     decide,
-    failed,
 )
 from dws_operator.reconcile.decision import HELD_BACK_SECONDS
 from dws_operator.reconcile.facts import read_spec
@@ -45,6 +44,7 @@ from dws_operator.reconcile.step import (
 )
 from dws_operator.validation import spec_errors
 from tests.builders import gpu, spec_body, tpu
+from tests.unit.decisions import failed
 
 NAME = "ladder"
 NAMESPACE = "ml"

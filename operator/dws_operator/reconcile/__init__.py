@@ -15,7 +15,7 @@ from dws_operator.reconcile.actions import (
     ScaleNodePoolToZero,
     TakeOverNodePool,
 )
-from dws_operator.reconcile.decide import decide, failed
+from dws_operator.reconcile.decide import decide
 from dws_operator.reconcile.decision import (
     DRAIN_SECONDS,
     HELD_BACK_SECONDS,
@@ -77,7 +77,6 @@ __all__ = [
     "abandoned_pool_names",
     "attempt_number",
     "decide",
-    "failed",
     "planned",
     "pool_name_for",
     "pool_names_for",

@@ -12,8 +12,6 @@ capacity ladder (`ladder`), the clean-up (`cleanup`), on the request's current s
 
 from __future__ import annotations
 
-import dataclasses
-
 from dws_operator.api import TERMINAL_PHASES, NodePoolStatus, Phase, SliceStatus
 from dws_operator.errors import InvalidSpec, SpecError
 from dws_operator.multislice import MAX_MULTISLICE_NAME
@@ -176,9 +174,3 @@ def _refused(run: Draft, reason: str, message: str) -> Decision:
         run.status.job = None
         run.condition(cond.WORKLOAD_CREATED, "False", reason, message)
     return run.fail(reason, message)
-
-
-def failed(observed: Observed, reason: str, message: str) -> Decision:
-    """The decision for `observed` with an action refused for good (`_refused`)."""
-    refused = dataclasses.replace(observed, refusal=(reason, message))
-    return decide(refused, ReconcileConfig())
