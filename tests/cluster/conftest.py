@@ -16,6 +16,8 @@ from kubernetes import client as k8s
 from dws_workshop.devcluster import DevCluster, DevClusterOptions
 from dws_workshop.devcluster.crds import install_third_party_crds, install_training_request_crd
 from dws_workshop.devcluster.jobset import JobSetManager
+from dws_workshop.devcluster.kueue import KueueManager
+from dws_workshop.devcluster.stages import kwok_config
 from tests.cluster.namespaces import fresh_namespace
 
 HERE = Path(__file__).parent
@@ -31,7 +33,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def devcluster() -> Iterator[DevCluster]:
-    with DevCluster(DevClusterOptions(controllers=True)) as cluster:
+    """The one control plane of this pytest worker, shared by every test here (each in
+    namespaces of its own): controllers, and kwok for the simulation's fake Nodes (kwok
+    handles only Nodes annotated `kwok.x-k8s.io/node: fake`; others are left alone). A
+    control plane per suite directory cost each worker up to four start-ups on two cores."""
+    options = DevClusterOptions(controllers=True, kwok=True, stages=kwok_config())
+    with DevCluster(options) as cluster:
         print(
             f"\ndevcluster ready in {cluster.startup_seconds:.2f}s at {cluster.server}",
             file=sys.stderr,
@@ -63,6 +70,18 @@ def jobset_controller(devcluster: DevCluster, third_party: list[str]) -> Iterato
     """JobSet's controller-manager on the devcluster, started once per session."""
     with JobSetManager(devcluster.kubeconfig) as manager:
         print(f"\njobset controller ready in {manager.startup_seconds:.2f}s", file=sys.stderr)
+        yield manager
+
+
+@pytest.fixture(scope="session")
+def kueue(
+    devcluster: DevCluster, third_party: list[str], jobset_controller: JobSetManager
+) -> Iterator[KueueManager]:
+    """The Kueue manager, started once per session after the third-party CRDs (its
+    integrations need them served at its start) and with the JobSet controller, which
+    runs the JobSets Kueue admits."""
+    with KueueManager(devcluster.kubeconfig) as manager:
+        print(f"\nkueue ready in {manager.startup_seconds:.2f}s", file=sys.stderr)
         yield manager
 
 

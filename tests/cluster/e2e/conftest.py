@@ -11,11 +11,9 @@ import pytest
 from kubernetes import client as k8s
 
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
-from dws_workshop.devcluster import DevCluster, DevClusterOptions
-from dws_workshop.devcluster.crds import install_third_party_crds, install_training_request_crd
+from dws_workshop.devcluster import DevCluster
 from dws_workshop.devcluster.jobset import JobSetManager
 from dws_workshop.devcluster.kueue import KueueManager
-from dws_workshop.devcluster.stages import kwok_config
 from dws_workshop.emulator import (
     DEFAULT_CLUSTER,
     ClusterConfig,
@@ -38,34 +36,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def simcluster_e2e() -> Iterator[DevCluster]:
-    options = DevClusterOptions(controllers=True, kwok=True, stages=kwok_config())
-    with DevCluster(options) as cluster:
-        yield cluster
+def simcluster_e2e(devcluster: DevCluster) -> DevCluster:
+    """The worker's one control plane (it runs kwok for the simulation's Nodes)."""
+    return devcluster
 
 
 @pytest.fixture(scope="session")
-def e2e_api(simcluster_e2e: DevCluster) -> Iterator[k8s.ApiClient]:
-    api = simcluster_e2e.api_client()
-    install_training_request_crd(api)
-    install_third_party_crds(api)
-    yield api
-    api.close()
+def e2e_api(api: k8s.ApiClient, training_request_crd: str, third_party: list[str]) -> k8s.ApiClient:
+    return api
 
 
 @pytest.fixture(scope="session")
-def e2e_jobset(simcluster_e2e: DevCluster, e2e_api: k8s.ApiClient) -> Iterator[JobSetManager]:
+def e2e_jobset(jobset_controller: JobSetManager) -> JobSetManager:
     """The JobSet controller, which runs the JobSets Kueue admits."""
-    with JobSetManager(simcluster_e2e.kubeconfig) as manager:
-        yield manager
+    return jobset_controller
 
 
 @pytest.fixture(scope="session")
-def e2e_kueue(
-    simcluster_e2e: DevCluster, e2e_api: k8s.ApiClient, e2e_jobset: JobSetManager
-) -> Iterator[KueueManager]:
-    with KueueManager(simcluster_e2e.kubeconfig) as manager:
-        yield manager
+def e2e_kueue(kueue: KueueManager) -> KueueManager:
+    return kueue
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -18,8 +17,6 @@ from dws_operator.kueue_objects import (
     QueueSetup,
     kueue_objects,
 )
-from dws_workshop.devcluster import DevCluster
-from dws_workshop.devcluster.jobset import JobSetManager
 from dws_workshop.devcluster.kubeerrors import NotFound, typed_errors
 from dws_workshop.devcluster.kueue import KueueManager, apply_kueue_objects
 
@@ -27,18 +24,6 @@ T = TypeVar("T")
 
 #: Upper bound for anything Kueue does in reaction to one change (it usually takes < 1 s).
 KUEUE_TIMEOUT = 30.0
-
-
-@pytest.fixture(scope="session")
-def kueue(
-    devcluster: DevCluster, third_party: list[str], jobset_controller: JobSetManager
-) -> Iterator[KueueManager]:
-    """The Kueue manager, started once per session after the third-party CRDs (its
-    integrations need them served at its start) and with the JobSet controller, which
-    runs the JobSets Kueue admits."""
-    with KueueManager(devcluster.kubeconfig) as manager:
-        print(f"\nkueue ready in {manager.startup_seconds:.2f}s", file=sys.stderr)
-        yield manager
 
 
 def wait_for(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -9,6 +10,13 @@ from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
 from dws_workshop.devcluster import DevCluster
 from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
 from tests.cluster.operator.harness import Scenario
+
+
+@pytest.fixture(autouse=True)
+def operator_log(caplog: pytest.LogCaptureFixture) -> None:
+    """The operator's own log lines (each action, each phase change) are shown with a
+    failed test: what it did is the first thing to read."""
+    caplog.set_level(logging.INFO, logger="dws_operator")
 
 
 @pytest.fixture

@@ -3,15 +3,12 @@ autoscaler. The cluster is this directory's own (`simcluster`), apart from `devc
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 
 import pytest
 from kubernetes import client as k8s
 
-from dws_workshop.devcluster import DevCluster, DevClusterOptions
-from dws_workshop.devcluster.crds import install_third_party_crds
-from dws_workshop.devcluster.stages import kwok_config
+from dws_workshop.devcluster import DevCluster
 from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
 from dws_workshop.simulator.autoscaler import Autoscaler
 from dws_workshop.simulator.scenario import SimScenario
@@ -22,22 +19,14 @@ StartAutoscaler = Callable[[SimScenario], Autoscaler]
 
 
 @pytest.fixture(scope="session")
-def simcluster() -> Iterator[DevCluster]:
-    options = DevClusterOptions(controllers=True, kwok=True, stages=kwok_config())
-    with DevCluster(options) as cluster:
-        print(
-            f"\nsimcluster ready in {cluster.startup_seconds:.2f}s at {cluster.server}",
-            file=sys.stderr,
-        )
-        yield cluster
+def simcluster(devcluster: DevCluster) -> DevCluster:
+    """The worker's one control plane (it runs kwok for the simulation's Nodes)."""
+    return devcluster
 
 
 @pytest.fixture(scope="session")
-def sim_api(simcluster: DevCluster) -> Iterator[k8s.ApiClient]:
-    client = simcluster.api_client()
-    install_third_party_crds(client)
-    yield client
-    client.close()
+def sim_api(api: k8s.ApiClient, third_party: list[str]) -> k8s.ApiClient:
+    return api
 
 
 @pytest.fixture
