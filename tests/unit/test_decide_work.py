@@ -163,6 +163,7 @@ def test_capacity_timeout(body: dict[str, Any], service: bool, expected: list[An
     assert d.status.started_at is None
     assert d.events == [Event("Warning", "Failed", f"CapacityTimeout: {message}")]
     assert d.requeue_after is None
+    assert (d.tally.capacity_timeout, d.tally.restarts, d.tally.chip_seconds) == (True, 0, 0.0)
 
 
 def test_capacity_timeout_follow_up_finishes_the_clean_up_quietly() -> None:
@@ -371,6 +372,10 @@ def test_a_preempted_job_is_restarted() -> None:
     assert d.status.restarts == 1
     assert d.status.started_at is None
     assert d.status.requested_at == T0 + timedelta(minutes=5)  # the wait starts again
+    # The decision says what the metrics count: one restart, the hold of its chips.
+    assert d.tally.restarts == 1
+    assert d.tally.transition == ("Running", "WaitingForCapacity")
+    assert d.tally.chip_seconds > 0
     assert [a.name for a in only(d.actions, DeleteJob)] == [NAME]
     assert only(d.actions, ScaleNodePoolToZero) == []
     assert "Restarting" in event_reasons(d)
@@ -410,6 +415,7 @@ def test_a_failure_of_the_code_is_not_a_preemption() -> None:
     assert d.status.phase == Phase.FAILED
     assert d.status.restarts == 0
     assert condition(d, "Completed").reason == "BackoffLimitExceeded"
+    assert (d.tally.restarts, d.tally.capacity_timeout) == (0, False)
 
 
 def test_stale_attempts_are_deleted() -> None:

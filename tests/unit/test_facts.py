@@ -4,13 +4,16 @@ memory of them (read again only when the spec changes, which its generation says
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
+from dws_operator.api import TrainingRequestStatus
 from dws_operator.controller.observe import FactsMemo, request_view
 from dws_operator.multislice import JOBSET_KIND
 from dws_operator.naming import default_node_pool_name
-from dws_operator.reconcile import StepWords, read_spec
+from dws_operator.reconcile import StepPlan, StepWords, planned, read_spec
 from tests.builders import gpu, spec_body, tpu
+from tests.unit import decisions
 
 NAME, UID = "train", "0a1b2c3d-0000-4000-8000-00000000f00d"
 
@@ -110,3 +113,16 @@ def test_the_memory_is_bounded_and_forgets() -> None:
     memo.of(bare)
     memo.of(bare)
     assert memo.reads == 7
+
+
+def test_a_view_is_planned_once_whoever_asks() -> None:
+    # The idle pool's shape, the Service check and the decision all read the pass's plan:
+    # made once per view. A view of another status (a new pass) plans afresh.
+    view = decisions.request(decisions.GPU_TWO)
+    first = planned(view)
+    assert isinstance(first, StepPlan)
+    assert planned(view) is first
+    moved = dataclasses.replace(view, status=TrainingRequestStatus(step=1))
+    assert planned(moved) is not first
+    assert planned(moved) == first
+    assert view.memo == {"planned": first}

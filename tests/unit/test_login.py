@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from dws_operator import rfc3339
+from dws_operator.controller import login as login_module
 from dws_operator.controller.kube import KubeApi
 from dws_operator.controller.login import Login, LoginError, in_cluster, log_in
 from dws_operator.controller.transport import Connection
@@ -187,6 +188,22 @@ def test_what_it_cannot_use_is_refused_by_name(
     tmp_path: Path, user: dict[str, Any], words: str
 ) -> None:
     with pytest.raises(LoginError, match=words):
+        _log_in(_write(tmp_path / "k", _config({"main": user})))
+
+
+def test_a_plugin_that_never_answers_is_given_up_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It blocks on a pipe nobody writes to: no answer ever, whatever the machine's speed.
+    monkeypatch.setattr(login_module, "EXEC_TIMEOUT_SECONDS", 0.2)
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": sys.executable,
+            "args": ["-c", "import os; r, w = os.pipe(); os.read(r, 1)"],
+        }
+    }
+    with pytest.raises(LoginError, match=r"gave no credential in 0\.2s"):
         _log_in(_write(tmp_path / "k", _config({"main": user})))
 
 

@@ -8,6 +8,7 @@ import logging
 import urllib.request
 from datetime import UTC, datetime, timedelta
 
+from dws_operator import rfc3339
 from dws_operator.api import (
     Attempt,
     AttemptOutcome,
@@ -18,7 +19,7 @@ from dws_operator.api import (
 )
 from dws_operator.controller.logs import JsonFormatter, about
 from dws_operator.controller.metrics import OperatorMetrics, metric_names
-from dws_operator.reconcile import read_spec
+from dws_operator.reconcile import read_spec, tally
 from tests.builders import spec_body, tpu
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
@@ -45,6 +46,18 @@ def status(phase: Phase, **fields: object) -> TrainingRequestStatus:
     return TrainingRequestStatus(phase=phase, plan=PLAN, requested_at=T0, **fields)
 
 
+def seen(
+    metrics: OperatorMetrics,
+    created: str | None,
+    before: TrainingRequestStatus,
+    after: TrainingRequestStatus,
+    now: datetime,
+) -> None:
+    """A pass that wrote `after` over `before`, counted as the decision tallies it."""
+    made = rfc3339.parse(created) if created else None
+    metrics.request_seen(KEY, SPEC, after, tally(before, after, made, now))
+
+
 def value(metrics: OperatorMetrics, name: str, **labels: str) -> float | None:
     return metrics.registry.get_sample_value(name, labels)
 
@@ -55,7 +68,7 @@ def test_a_request_deleted_while_it_runs_counts_its_chips_until_the_pass_that_sa
     running = status(Phase.RUNNING, provisioned_at=ready, started_at=ready)
     deleting = running.model_copy(update={"phase": Phase.DELETING})
     # The pass's own time, not the machine's: 16 chips for 3 hours.
-    metrics.request_seen(KEY, SPEC, None, running, deleting, ready + timedelta(hours=3))
+    seen(metrics, None, running, deleting, ready + timedelta(hours=3))
     assert value(metrics, "dws_chip_hours_total", **KIND) == 48.0
 
 
@@ -64,12 +77,12 @@ def test_a_lifecycle_moves_the_metrics() -> None:
     created = "2026-11-01T08:59:00Z"
     pending = TrainingRequestStatus()
     waiting = status(Phase.WAITING_FOR_CAPACITY)
-    metrics.request_seen(KEY, SPEC, created, pending, waiting, NOW)
+    seen(metrics, created, pending, waiting, NOW)
     waiting_labels = {"phase": "WaitingForCapacity", **KIND}
     assert value(metrics, "dws_requests", **waiting_labels) == 1
     ready = T0 + timedelta(minutes=9)
     running = status(Phase.RUNNING, provisioned_at=ready, started_at=ready)
-    metrics.request_seen(KEY, SPEC, created, waiting, running, NOW)
+    seen(metrics, created, waiting, running, NOW)
     assert value(metrics, "dws_requests", **waiting_labels) is None
     assert value(metrics, "dws_requests", phase="Running", **KIND) == 1
     capacity = {**KIND, "zone": "us-east5-a"}
@@ -87,16 +100,16 @@ def test_a_lifecycle_moves_the_metrics() -> None:
     )
     done = ready + timedelta(hours=2)
     succeeded = running.model_copy(update={"phase": Phase.SUCCEEDED, "finished_at": done})
-    metrics.request_seen(KEY, SPEC, created, running, succeeded, NOW)
+    seen(metrics, created, running, succeeded, NOW)
     # 16 chips for 2 hours.
     assert value(metrics, "dws_chip_hours_total", **KIND) == 32.0
     zero = succeeded.model_copy(update={"scaled_down_at": done + timedelta(seconds=30)})
-    metrics.request_seen(KEY, SPEC, created, succeeded, zero, NOW)
+    seen(metrics, created, succeeded, zero, NOW)
     assert value(metrics, "dws_scale_down_seconds_sum", **KIND) == 30.0
     # 4 nodes, each gone 570 s before GKE's autoscaler would have taken it.
     assert value(metrics, "dws_idle_node_seconds_avoided_total", **KIND) == 4 * 570.0
     # The same status again counts nothing twice.
-    metrics.request_seen(KEY, SPEC, created, zero, zero, NOW)
+    seen(metrics, created, zero, zero, NOW)
     assert value(metrics, "dws_idle_node_seconds_avoided_total", **KIND) == 4 * 570.0
     metrics.request_gone(KEY)
     assert value(metrics, "dws_requests", phase="Succeeded", **KIND) is None
@@ -106,7 +119,7 @@ def test_timeouts_restarts_and_ladder_steps() -> None:
     metrics = OperatorMetrics()
     waiting = status(Phase.WAITING_FOR_CAPACITY, restarts=0)
     restarted = waiting.model_copy(update={"restarts": 1})
-    metrics.request_seen(KEY, SPEC, None, waiting, restarted, NOW)
+    seen(metrics, None, waiting, restarted, NOW)
     assert value(metrics, "dws_restarts_total", **KIND) == 1
     timeout = Condition(
         type="Completed", status="False", reason="CapacityTimeout", last_transition_time=T0
@@ -117,8 +130,8 @@ def test_timeouts_restarts_and_ladder_steps() -> None:
     failed = restarted.model_copy(
         update={"phase": Phase.FAILED, "conditions": [timeout], "attempts": [step]}
     )
-    metrics.request_seen(KEY, SPEC, None, restarted, failed, NOW)
-    metrics.request_seen(KEY, SPEC, None, failed, failed, NOW)
+    seen(metrics, None, restarted, failed, NOW)
+    seen(metrics, None, failed, failed, NOW)
     assert value(metrics, "dws_capacity_timeouts_total", **KIND) == 1
     assert value(metrics, "dws_ladder_steps_total", mode="FlexStart", outcome="TimedOut") == 1
 
@@ -176,8 +189,8 @@ def test_deleting_a_timed_out_request_counts_no_second_timeout() -> None:
     waiting = status(Phase.WAITING_FOR_CAPACITY)
     failed = waiting.model_copy(update={"phase": Phase.FAILED, "conditions": [timeout]})
     deleting = failed.model_copy(update={"phase": Phase.DELETING})
-    metrics.request_seen(KEY, SPEC, None, waiting, failed, NOW)
-    metrics.request_seen(KEY, SPEC, None, failed, deleting, NOW)
+    seen(metrics, None, waiting, failed, NOW)
+    seen(metrics, None, failed, deleting, NOW)
     assert value(metrics, "dws_capacity_timeouts_total", **KIND) == 1
 
 
@@ -194,12 +207,12 @@ def test_a_restart_counts_the_chips_held_and_its_next_time_to_capacity() -> None
             "requested_at": lost,
         }
     )
-    metrics.request_seen(KEY, SPEC, None, running, restarted, NOW)
+    seen(metrics, None, running, restarted, NOW)
     assert value(metrics, "dws_chip_hours_total", **KIND) == 16.0
     again = restarted.model_copy(
         update={"phase": Phase.RUNNING, "started_at": lost + timedelta(minutes=2)}
     )
-    metrics.request_seen(KEY, SPEC, None, restarted, again, NOW)
+    seen(metrics, None, restarted, again, NOW)
     capacity = {**KIND, "zone": "us-east5-a"}
     assert value(metrics, "dws_time_to_capacity_seconds_count", **capacity) == 1
     assert value(metrics, "dws_time_to_capacity_seconds_sum", **capacity) == 120.0

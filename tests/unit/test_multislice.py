@@ -5,6 +5,7 @@ Pure: `render_jobset` and `decide` on hand-built `Observed` values.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -412,7 +413,7 @@ def test_lost_slice_restarts_the_whole_jobset() -> None:
     raw = {**BODY, "maxRestarts": body_restarts}
     obs = observed(request_status, pools=pools, job=lost)
     obs = Observed(
-        request=RequestView(**{**obs.request.__dict__, "facts": read_spec(NAME, UID, raw)}),
+        request=dataclasses.replace(obs.request, facts=read_spec(NAME, UID, raw)),
         now=T0 + timedelta(minutes=5),
         pool=obs.pool,
         more_pools=obs.more_pools,
@@ -424,7 +425,7 @@ def test_lost_slice_restarts_the_whole_jobset() -> None:
     assert decision.status.phase == Phase.WAITING_FOR_CAPACITY
     # Next pass: the new attempt's JobSet.
     again = Observed(
-        request=RequestView(**{**obs.request.__dict__, "status": decision.status}),
+        request=dataclasses.replace(obs.request, status=decision.status),
         now=obs.now,
         pool=obs.pool,
         more_pools=obs.more_pools,

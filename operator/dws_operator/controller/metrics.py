@@ -8,21 +8,19 @@ so the series stay as many with ten thousand requests as with ten.
 
 from __future__ import annotations
 
+import collections
 import threading
-from collections import Counter as Tally
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from dws_operator.api import AttemptOutcome, Phase, TrainingRequestStatus
+from dws_operator.api import AttemptOutcome, TrainingRequestStatus
 from dws_operator.catalog import GpuType, ProvisioningMode, TpuVersion
-from dws_operator.reconcile import RequestFacts
-from dws_operator.rfc3339 import parse as parse_time
+from dws_operator.reconcile import RequestFacts, Tally
 
 #: Time to capacity: seconds (an on-demand VM) to days (flex-start's 7-day wait).
 CAPACITY_BUCKETS = (
@@ -33,9 +31,6 @@ CAPACITY_BUCKETS = (
 SCALE_DOWN_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 #: GKE calls and reconcile passes: milliseconds to a minute.
 CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-#: GKE's cluster autoscaler removes an unneeded node after 10 minutes by default: what a
-#: pool left to the autoscaler would have kept, per node, after the work ended.
-AUTOSCALER_SCALE_DOWN_SECONDS = 600.0
 #: A label for what a request does not say (no zones: the cluster's; no plan yet).
 ANY = "any"
 UNKNOWN = "unknown"
@@ -75,12 +70,6 @@ def request_labels(facts: RequestFacts, status: TrainingRequestStatus) -> Reques
     )
 
 
-def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
-    if later is None or earlier is None:
-        return None
-    return max((later - earlier).total_seconds(), 0.0)
-
-
 class _Requests(Collector):
     """`dws_requests`: requests by phase, mode and accelerator, counted at scrape time
     from what the reconciler last saw of each (no series kept per request)."""
@@ -105,7 +94,7 @@ class _Requests(Collector):
             labels=["phase", "mode", "accelerator"],
         )
         with self._lock:
-            counts = Tally(self._by_key.values())
+            counts = collections.Counter(self._by_key.values())
         for (phase, mode, accelerator), count in sorted(counts.items()):
             family.add_metric([phase, mode, accelerator], count)
         yield family
@@ -235,63 +224,31 @@ class OperatorMetrics:
         self,
         key: tuple[str, str],
         facts: RequestFacts,
-        created: str | None,
-        before: TrainingRequestStatus,
-        after: TrainingRequestStatus,
-        now: datetime,
+        status: TrainingRequestStatus,
+        counted: Tally | None = None,
     ) -> None:
-        """A pass wrote `after` over `before` (the same status: it wrote nothing): count
-        what happened in between, once."""
-        labels = request_labels(facts, after)
+        """A pass left the request at `status`; `counted`: what its decision changed,
+        once written (None: it wrote nothing new)."""
+        labels = request_labels(facts, status)
         self.requests.set(key, labels)
-        if before.phase != after.phase:
-            self.transitions.labels(str(before.phase), str(after.phase)).inc()
+        if counted is None:
+            return
+        if counted.transition is not None:
+            self.transitions.labels(*counted.transition).inc()
         kind = (labels.accelerator, labels.mode)
-        if before.started_at is None and after.started_at is not None:
-            # From the request's creation, earlier ladder steps included; after a
-            # restart, from its new capacity request.
-            since = after.requested_at if after.restarts else None
-            start = since or (parse_time(created) if created else None) or after.requested_at
-            waited = _seconds(after.started_at, start)
-            if waited is not None:
-                self.time_to_capacity.labels(*kind, labels.zone).observe(waited)
-        if after.restarts > before.restarts:
-            self.restarts.labels(*kind).inc(after.restarts - before.restarts)
-        # Chips held from every node ready until the work ended, was restarted (its
-        # nodes lost) or the request was deleted while it ran.
-        held_until = None
-        if before.started_at is not None and after.started_at is None:
-            held_until = after.requested_at
-        elif before.finished_at is None and after.finished_at is not None:
-            held_until = after.finished_at
-        elif before.phase == Phase.RUNNING and after.phase == Phase.DELETING:
-            held_until = now
-        held = _seconds(held_until, before.started_at or after.started_at)
-        if held is not None and labels.chips:
-            self.chip_hours.labels(*kind).inc(held * labels.chips / 3600.0)
-        completed = next((c for c in after.conditions if c.type == "Completed"), None)
-        if (
-            before.phase != Phase.FAILED
-            and after.phase == Phase.FAILED
-            and completed is not None
-            and completed.reason == "CapacityTimeout"
-        ):
+        if counted.waited_seconds is not None:
+            self.time_to_capacity.labels(*kind, labels.zone).observe(counted.waited_seconds)
+        if counted.restarts:
+            self.restarts.labels(*kind).inc(counted.restarts)
+        if counted.chip_seconds:
+            self.chip_hours.labels(*kind).inc(counted.chip_seconds / 3600.0)
+        if counted.capacity_timeout:
             self.capacity_timeouts.labels(*kind).inc()
-        if before.scaled_down_at is None and after.scaled_down_at is not None:
-            emptied = _seconds(after.scaled_down_at, after.finished_at)
-            if emptied is not None and after.provisioned_at is not None:
-                self.scale_down.labels(*kind).observe(emptied)
-                spared = max(AUTOSCALER_SCALE_DOWN_SECONDS - emptied, 0.0) * labels.nodes
-                self.avoided.labels(*kind).inc(spared)
-        # An attempt ends once per (outcome, end): a restart reopens it, and it may end
-        # again, Preempted or Provisioned once more.
-        ended = {
-            (a.step, a.outcome, a.ended_at) for a in before.attempts or () if a.ended_at is not None
-        }
-        for attempt in after.attempts or ():
-            end = (attempt.step, attempt.outcome, attempt.ended_at)
-            if attempt.ended_at is not None and attempt.outcome is not None and end not in ended:
-                self.ladder_steps.labels(attempt.mode, str(attempt.outcome)).inc()
+        if counted.emptied_seconds is not None:
+            self.scale_down.labels(*kind).observe(counted.emptied_seconds)
+            self.avoided.labels(*kind).inc(counted.spared_node_seconds)
+        for mode, outcome in counted.attempts_ended:
+            self.ladder_steps.labels(mode, outcome).inc()
 
     def request_gone(self, key: tuple[str, str]) -> None:
         self.requests.remove(key)

@@ -14,6 +14,7 @@ from typing import Any
 from google.cloud import container_v1
 from pydantic import ValidationError
 
+from dws_operator import rfc3339
 from dws_operator.api import TERMINAL_PHASES, Phase, TrainingRequestStatus
 from dws_operator.catalog import GkeVersion
 from dws_operator.controller.cache import JobRecord, Key, KubeCache
@@ -110,7 +111,15 @@ def request_view(
         facts=facts or read_spec(metadata["name"], metadata["uid"], body.get("spec") or {}),
         status=status,
         site=site,
+        created=_created(metadata.get("creationTimestamp")),
     )
+
+
+def _created(stamp: object) -> datetime | None:
+    try:
+        return rfc3339.parse(str(stamp)) if stamp else None
+    except ValueError:
+        return None
 
 
 def pool_view(pool: container_v1.NodePool, uid: str) -> PoolView:
@@ -235,8 +244,10 @@ async def observe(request: RequestView, created: str, sources: Sources) -> Obser
     # Deletion needs no version (and must not wait on GetCluster); a failed read raises
     # GkeError, which the pass backs off from like any other GKE error.
     version = None if request.deleting else await cluster_version(sources.gke)
-    # The cluster's node locations come with the version's GetCluster.
-    request = dataclasses.replace(request, site=sources.gke.site)
+    # The cluster's node locations come with the version's GetCluster. The same view
+    # when it has them already: what the pass worked out from it (its plan) stands.
+    if request.site != sources.gke.site:
+        request = dataclasses.replace(request, site=sources.gke.site)
     pool_names = pool_names_for(request)
     key = (request.namespace, request.name)
     owners = await _service_owners(sources, request)

@@ -62,6 +62,7 @@ from dws_operator.reconcile import (
     RequestView,
     ScaleNodePoolToZero,
     TakeOverNodePool,
+    Tally,
     abandoned_pool_names,
     decide,
     planned,
@@ -172,7 +173,7 @@ class Reconciler:
         try:
             observed = await self._observe(key, request, body)
             decision = decide(observed, self.config)
-            body = await self._write_status(body, observed, decision.status)
+            body = await self._write_status(body, observed, decision.status, decision.tally)
             binding = decision.status.node_pool
             if observed.offer is not None and binding is not None and binding.reused:
                 # Counted once the status names it: the takeover follows on the next pass.
@@ -267,28 +268,33 @@ class Reconciler:
         shell alone knows of it: an idle pool held for it, a binding no longer good,
         an action refused since its last pass, deletes held back."""
         lost = self._binding_lost(key, request)
-        offer = None if lost else await self._offer(key, request)
+        offer = None
+        if not lost:
+            request, offer = await self._offer(key, request)
         created = str((body.get("metadata") or {}).get("creationTimestamp") or "")
         observed = self._held_back(key, await observe(request, created, self.sources))
         refusal = self._refusal(key, observed)
         return dataclasses.replace(observed, offer=offer, binding_lost=lost, refusal=refusal)
 
-    async def _offer(self, key: Key, request: RequestView) -> str | None:
+    async def _offer(self, key: Key, request: RequestView) -> tuple[RequestView, str | None]:
         """Before a request's pool is created: an idle pool of its shape, if there is
         one, claimed for it until this pass's status write (which names it, so the
-        shelf then sees it taken)."""
+        shelf then sees it taken). With the view it was planned from (the cluster's
+        site in it), which the rest of the pass goes on with."""
         if not self.sources.shelf.enabled:
-            return None
+            return request, None
         try:
             # The cluster's node locations (a TPU slice's zone, so its shape) come with
             # its first read; cached, so this is no call on later passes.
             await self.sources.gke.master_version()
         except GkeError:
-            return None  # no reuse this pass; observing the request reports the error
-        shape = self._shape_to_reuse(dataclasses.replace(request, site=self.sources.gke.site))
+            return request, None  # no reuse this pass; observing reports the error
+        if request.site != self.sources.gke.site:
+            request = dataclasses.replace(request, site=self.sources.gke.site)
+        shape = self._shape_to_reuse(request)
         if shape is None:
-            return None
-        return self.sources.shelf.claim(shape, key)
+            return request, None
+        return request, self.sources.shelf.claim(shape, key)
 
     def _binding_lost(self, key: Key, request: RequestView) -> bool:
         """A pool the status says this request took over, that is neither its own yet
@@ -388,22 +394,25 @@ class Reconciler:
         return updated
 
     async def _write_status(
-        self, body: Mapping[str, Any], observed: Observed, status: TrainingRequestStatus
+        self,
+        body: Mapping[str, Any],
+        observed: Observed,
+        status: TrainingRequestStatus,
+        tally: Tally,
     ) -> Mapping[str, Any]:
         """The pass's one status write: the merge patch from the status as observed."""
-        request, now = observed.request, observed.now
+        request = observed.request
         key = (request.namespace, request.name)
-        created = (body.get("metadata") or {}).get("creationTimestamp")
         patch = merge_patch(_dump(request.status), _dump(status))
         if not patch:
             # Nothing new to count; the request's phase gauge is kept (after a restart of
             # the operator it is not there yet).
-            self.metrics.request_seen(key, request.facts, created, status, status, now)
+            self.metrics.request_seen(key, request.facts, status)
             return body
         updated = await self._patch_status(request.namespace, request.name, patch)
         if updated is not None:
             # Counted once written: a pass that fails later has still made this change.
-            self.metrics.request_seen(key, request.facts, created, request.status, status, now)
+            self.metrics.request_seen(key, request.facts, status, tally)
         if status.phase != request.status.phase:
             log.info(
                 "%s: %s -> %s: %s",

@@ -44,6 +44,7 @@ from dws_operator.reconcile.step import (
     pool_names_for,
     step_pool_names,
 )
+from dws_operator.reconcile.tally import Tally, tally
 
 __all__ = [
     "DRAIN_SECONDS",
@@ -74,6 +75,7 @@ __all__ = [
     "StepPlan",
     "StepWords",
     "TakeOverNodePool",
+    "Tally",
     "abandoned_pool_names",
     "attempt_number",
     "decide",
@@ -84,4 +86,5 @@ __all__ = [
     "read_spec",
     "step_pool_names",
     "step_provisioning",
+    "tally",
 ]

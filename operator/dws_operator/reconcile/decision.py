@@ -11,6 +11,7 @@ from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import Action
 from dws_operator.reconcile.observed import Observed
+from dws_operator.reconcile.tally import Tally
 
 #: After a pool was scaled to zero, its Nodes are given this long to go before it is
 #: resized again (GKE deletes the VMs, then the Node objects disappear).
@@ -64,6 +65,8 @@ class Decision:
     events: list[Event] = field(default_factory=list)
     #: Deletion only: everything the operator created is gone, the finalizer may go.
     released: bool = False
+    #: What the metrics count once `status` is written (`tally.tally`).
+    tally: Tally = field(default_factory=Tally)
 
 
 def soonest(first: float | None, second: float | None) -> float | None:

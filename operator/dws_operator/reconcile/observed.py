@@ -41,6 +41,14 @@ class RequestView:
     #: Where the cluster is: a TPU slice's zone is chosen from it when the spec names
     #: none (`zones.slice_zone`). None where no pool is planned from this view.
     site: ClusterSite | None = None
+    #: Its creationTimestamp (time to capacity counts from it); None when not known.
+    created: datetime | None = None
+    #: What is worked out from this view once and read again in the same pass (its
+    #: plan, `step.planned`). Not copied by `dataclasses.replace`: a view of another
+    #: site or status plans afresh.
+    memo: dict[str, object] = field(
+        default_factory=dict, init=False, compare=False, repr=False, hash=False
+    )
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,16 @@ def attempt_number(status: TrainingRequestStatus) -> int:
 def planned(request: RequestView) -> Planned:
     """The request's validated spec and the slice plan of its current ladder step, or
     why it has none (its spec is invalid, or a step's slice cannot be placed on this
-    cluster). A plan takes well under a millisecond: made on each pass, not kept."""
+    cluster). Made once per view, so once per pass, whoever in the pass asks (the idle
+    pool's shape, the Service check, the decision); a new pass has a new view."""
+    made = request.memo.get("planned")
+    if not isinstance(made, StepPlan | InvalidSpec):
+        made = _plan(request)
+        request.memo["planned"] = made
+    return made
+
+
+def _plan(request: RequestView) -> Planned:
     facts = request.facts
     if facts.spec is None:
         assert facts.invalid is not None

@@ -1,0 +1,108 @@
+"""What a decision changed that the operator's metrics count: worked out with the
+decision, from the status the pass read and the one it writes, so the metrics add it up
+without looking at statuses themselves. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from dws_operator.api import Phase, TrainingRequestStatus
+from dws_operator.reconcile import conditions as cond
+
+#: GKE's cluster autoscaler removes an unneeded node after 10 minutes by default: what a
+#: pool left to the autoscaler would have kept, per node, after the work ended.
+AUTOSCALER_SCALE_DOWN_SECONDS = 600.0
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A decision's contribution to the counters, counted once its status is written."""
+
+    #: The phase change (from, to), if any.
+    transition: tuple[str, str] | None = None
+    #: Seconds from asking for capacity to the work starting, when it started now:
+    #: from the request's creation (earlier ladder steps included), or after a restart
+    #: from its new capacity request.
+    waited_seconds: float | None = None
+    #: Restarts decided now.
+    restarts: int = 0
+    #: Chip-seconds of a hold that ended now: every node ready until the work ended, was
+    #: restarted (its nodes lost) or the request was deleted while it ran.
+    chip_seconds: float = 0.0
+    #: The request failed now for want of capacity in time.
+    capacity_timeout: bool = False
+    #: Seconds from the work's end to its pools at zero, when they got there now.
+    emptied_seconds: float | None = None
+    #: Node-seconds GKE's autoscaler would have kept after the end, spared by that.
+    spared_node_seconds: float = 0.0
+    #: Ladder attempts that ended now: (mode, outcome) each.
+    attempts_ended: tuple[tuple[str, str], ...] = ()
+
+
+def tally(
+    before: TrainingRequestStatus,
+    after: TrainingRequestStatus,
+    created: datetime | None,
+    now: datetime,
+) -> Tally:
+    """What changed from `before` to `after` (`created`: the request's creation time)."""
+    plan = after.plan
+    slices = plan.slices if plan else 1
+    nodes = plan.nodes * slices if plan else 0
+    chips = plan.total_chips * slices if plan else 0
+    waited = None
+    if before.started_at is None and after.started_at is not None:
+        since = after.requested_at if after.restarts else None
+        waited = _seconds(after.started_at, since or created or after.requested_at)
+    held_until = None
+    if before.started_at is not None and after.started_at is None:
+        held_until = after.requested_at
+    elif before.finished_at is None and after.finished_at is not None:
+        held_until = after.finished_at
+    elif before.phase == Phase.RUNNING and after.phase == Phase.DELETING:
+        held_until = now
+    held = _seconds(held_until, before.started_at or after.started_at)
+    completed = cond.condition(after.conditions, cond.COMPLETED)
+    timed_out = (
+        before.phase != Phase.FAILED
+        and after.phase == Phase.FAILED
+        and completed is not None
+        and completed.reason == "CapacityTimeout"
+    )
+    emptied = None
+    if before.scaled_down_at is None and after.scaled_down_at is not None:
+        emptied = _seconds(after.scaled_down_at, after.finished_at)
+        if after.provisioned_at is None:
+            emptied = None  # nothing was provisioned: no scale-down to time
+    # An attempt ends once per (outcome, end): a restart reopens it, and it may end
+    # again, Preempted or Provisioned once more.
+    ended = {
+        (a.step, a.outcome, a.ended_at) for a in before.attempts or () if a.ended_at is not None
+    }
+    attempts = tuple(
+        (a.mode, str(a.outcome))
+        for a in after.attempts or ()
+        if a.ended_at is not None
+        and a.outcome is not None
+        and (a.step, a.outcome, a.ended_at) not in ended
+    )
+    spared = 0.0
+    if emptied is not None:
+        spared = max(AUTOSCALER_SCALE_DOWN_SECONDS - emptied, 0.0) * nodes
+    return Tally(
+        transition=(str(before.phase), str(after.phase)) if before.phase != after.phase else None,
+        waited_seconds=waited,
+        restarts=max(after.restarts - before.restarts, 0),
+        chip_seconds=held * chips if held is not None else 0.0,
+        capacity_timeout=timed_out,
+        emptied_seconds=emptied,
+        spared_node_seconds=spared,
+        attempts_ended=attempts,
+    )
+
+
+def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
+    if later is None or earlier is None:
+        return None
+    return max((later - earlier).total_seconds(), 0.0)
