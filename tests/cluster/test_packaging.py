@@ -389,6 +389,22 @@ def test_chart_with_one_replica_has_no_budget(helm: Helm) -> None:
     assert objects[("Deployment", "ha-dws-operator")]["spec"]["replicas"] == 1  # type: ignore[index]
 
 
+def test_chart_never_runs_two_acting_replicas(helm: Helm) -> None:
+    # Without leader election every replica acts: more than one is refused at render...
+    two = helm("template", "ha", str(CHART), *GKE_VALUES, "--set", "leaderElection.enabled=false")
+    assert two.returncode == 1
+    assert "replicaCount=2 with leaderElection.enabled=false" in two.stderr
+    # ...and the one there is goes before its replacement starts (a rolling update would
+    # run both).
+    alone: dict[Any, Any] = _objects(
+        helm, "--set", "leaderElection.enabled=false", "--set", "replicaCount=1"
+    )
+    assert alone[("Deployment", "ha-dws-operator")]["spec"]["strategy"] == {"type": "Recreate"}
+    # With leader election, replicas take turns on the Lease: a rolling update is safe.
+    elected: dict[Any, Any] = _objects(helm)
+    assert "strategy" not in elected[("Deployment", "ha-dws-operator")]["spec"]
+
+
 def test_chart_serves_metrics_and_ships_the_dashboard(helm: Helm) -> None:
     default: dict[Any, Any] = _objects(helm)
     service = default[("Service", "ha-dws-operator-metrics")]

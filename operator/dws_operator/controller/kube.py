@@ -189,10 +189,18 @@ class KubeApi:
         return dict(body)
 
     async def patch_status(
-        self, namespace: str, name: str, status: dict[str, Any]
+        self,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+        resource_version: str | None = None,
     ) -> dict[str, Any] | None:
-        """Merge `status` in; the request as stored after, or None if it is gone."""
-        return await self._merge(namespace, name, {"status": status}, "/status")
+        """Merge `status` in; the request as stored after, or None if it is gone. With
+        `resource_version`, only over that version of the request (else `Conflict`)."""
+        body: dict[str, Any] = {"status": status}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        return await self._merge(namespace, name, body, "/status")
 
     async def patch_metadata(
         self, namespace: str, name: str, metadata: dict[str, Any]

@@ -173,7 +173,10 @@ class Reconciler:
         try:
             observed = await self._observe(key, request, body)
             decision = decide(observed, self.config)
-            body = await self._write_status(body, observed, decision.status, decision.tally)
+            try:
+                body = await self._write_status(body, observed, decision.status, decision.tally)
+            except Conflict:
+                return await self._changed_meanwhile(key, request)
             binding = decision.status.node_pool
             if observed.offer is not None and binding is not None and binding.reused:
                 # Counted once the status names it: the takeover follows on the next pass.
@@ -213,13 +216,24 @@ class Reconciler:
         return decision
 
     async def _patch_status(
-        self, namespace: str, name: str, patch: dict[str, Any]
+        self, namespace: str, name: str, patch: dict[str, Any], resource_version: str | None
     ) -> dict[str, Any] | None:
         """Every status write of the reconciler, counted for the pass it is made in."""
         counted = _PASS_WRITES.get()
         if counted is not None:
             counted[0] += 1
-        return await self.kube.patch_status(namespace, name, patch)
+        return await self.kube.patch_status(namespace, name, patch, resource_version)
+
+    async def _changed_meanwhile(self, key: Key, request: RequestView) -> Decision:
+        """The request changed since the copy the pass decided on (a replica that took
+        over wrote it, its owner edited it, the watch had not said so yet): nothing of
+        the decision is done, and the pass is made again at once on the object as it
+        is now. A deposed leader's last pass cannot overwrite its successor's status."""
+        log.info("%s/%s: changed since read; deciding again", *key)
+        fresh = await self.kube.training_request(*key)
+        if fresh is not None:
+            self.cache.put_request(fresh)
+        return Decision(status=request.status, requeue_after=AT_ONCE)
 
     def call_off(self, key: Key, pools: Iterable[str]) -> None:
         """Drop the request's pool operations that have not started in GKE."""
@@ -409,7 +423,9 @@ class Reconciler:
             # the operator it is not there yet).
             self.metrics.request_seen(key, request.facts, status)
             return body
-        updated = await self._patch_status(request.namespace, request.name, patch)
+        # Only over the version decided on: a newer one (another writer's) is not undone.
+        version = (body.get("metadata") or {}).get("resourceVersion")
+        updated = await self._patch_status(request.namespace, request.name, patch, version)
         if updated is not None:
             # Counted once written: a pass that fails later has still made this change.
             self.metrics.request_seen(key, request.facts, status, tally)

@@ -111,6 +111,13 @@ class Autoscaler:
         self._waiting_since: dict[str, float] = {}
         self._idle_since: dict[str, float] = {}
 
+    def preempt(self, pool: str | None = None, zone: str | None = None) -> None:
+        """Reclaim a Spot node (of `pool`, in `zone`) on the next pass: at a moment the
+        caller picks (a test, once it sees the work running), not at a simulated time the
+        work may not have reached yet, or may have passed."""
+        with self._lock:
+            self._preemptions.insert(0, Preemption(at_seconds=0, pool=pool, zone=zone))
+
     # Lifecycle --------------------------------------------------------------
 
     def __enter__(self) -> Autoscaler:
@@ -292,9 +299,9 @@ class Autoscaler:
     def _preempt_due(
         self, now: float, pools: dict[str, ScalingPool], busy: dict[str, list[Obj]]
     ) -> None:
-        for preemption in list(self._preemptions):
-            if preemption.at_seconds > now:
-                break
+        with self._lock:
+            due = [p for p in self._preemptions if p.at_seconds <= now]
+        for preemption in due:
             for pool in pools.values():
                 if not pool.shape.spot or preemption.pool not in (None, pool.name):
                     continue
@@ -315,7 +322,8 @@ class Autoscaler:
                         "Pod was terminated in response to imminent node shutdown "
                         "(Spot VM preempted).",
                     )
-                    self._preemptions.remove(preemption)
+                    with self._lock:
+                        self._preemptions.remove(preemption)
                     break
 
     @behaviour("SIM-FLEX-MAX-RUN")

@@ -93,7 +93,7 @@ def stack(
             emulator: ClusterManagerEmulator = resources.enter_context(
                 EmulatorThread(emulator_config)
             )
-            resources.enter_context(
+            autoscaler = resources.enter_context(
                 Autoscaler(emulator, simcluster_e2e.kubeconfig, scenario, cluster=cluster)
             )
             config = OperatorConfig(
@@ -115,6 +115,7 @@ def stack(
             made = Scenario(e2e_api, e2e_namespace, emulator, cluster)
             made.operator_config = config
             made.operator_kubeconfig = simcluster_e2e.kubeconfig
+            made.autoscaler = autoscaler
             return made
 
         yield start

@@ -16,7 +16,7 @@ from dws_operator.kueue_objects import (
     dws_objects,
 )
 from dws_workshop.devcluster.kueue import KueueManager, apply_kueue_objects
-from dws_workshop.simulator.scenario import CapacityRule, Preemption, SimScenario
+from dws_workshop.simulator.scenario import CapacityRule, SimScenario
 from tests.builders import gpu, tpu
 from tests.cluster.e2e.conftest import Stack
 from tests.cluster.operator.harness import Scenario
@@ -147,11 +147,13 @@ def test_gpu_queued_provisioning_through_kueue(
 
 
 def test_spot_preemption_mid_run(stack: Stack) -> None:
-    # Preempted 15 s (wall) after the autoscaler starts, while the pods run their 30 s.
-    scenario = stack(SimScenario(clock_factor=CLOCK, preemptions=[Preemption(at_seconds=900)]))
+    # Preempted once the work is seen running, while its pods run their 30 s (not at a
+    # simulated time, which a loaded machine may reach before the work starts).
+    scenario = stack(SimScenario(clock_factor=CLOCK))
     scenario.create(tpu("v6e", "2x4"), mode="Spot", template=sim("30s"))
     scenario.wait_phase("Running", timeout=SETTLE)
-    eventually(lambda: scenario.status().get("restarts") == 1, timeout=40, what="a restart")
+    scenario.autoscaler.preempt()
+    eventually(lambda: scenario.status().get("restarts") == 1, timeout=SETTLE, what="a restart")
     status = scenario.wait_phase("Succeeded", timeout=90)
     assert status["restarts"] == 1
     assert "Restarting" in scenario.events()

@@ -15,7 +15,7 @@ from dws_operator.kueue_objects import LOCAL_QUEUE, dws_objects
 from dws_operator.naming import default_node_pool_name, slice_pool_names
 from dws_workshop.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_workshop.emulator import DEFAULT_CLUSTER
-from dws_workshop.simulator.scenario import Preemption, SimScenario
+from dws_workshop.simulator.scenario import SimScenario
 from tests.builders import tpu
 from tests.cluster.e2e.conftest import Stack
 from tests.cluster.e2e.test_dws_flow import CLOCK, sim
@@ -139,19 +139,19 @@ def test_two_slices_run_as_one_jobset_through_kueue(
 
 
 def test_a_preempted_slice_restarts_the_jobset(stack: Stack) -> None:
-    # The pools are named up front so that only slice 1's pool is reclaimed: 25 s (wall)
-    # after the autoscaler starts, while the pods run their 30 s (at 15 s, one loaded
-    # CI run never saw the restart: the slice was likely not up yet when reclaimed).
+    # The pools are named up front so that only slice 1's pool is reclaimed, once the work
+    # is seen running: its pods run 30 s, so they are still running then. (A preemption
+    # at a simulated time raced the start: two loaded CI runs never saw the restart, the
+    # slice not up yet when reclaimed, or done already.)
     base = f"ms-{uuid.uuid4().hex[:6]}"
     lost = f"{base}-s1"
-    scenario = stack(
-        SimScenario(clock_factor=CLOCK, preemptions=[Preemption(at_seconds=1500, pool=lost)])
-    )
+    scenario = stack(SimScenario(clock_factor=CLOCK))
     scenario.create(
         TWO_SLICES, mode="Spot", maxRestarts=1, nodePool={"name": base}, template=sim("30s")
     )
-    scenario.wait_phase("Running", timeout=40)
-    eventually(lambda: scenario.status().get("restarts") == 1, timeout=60, what="a restart")
+    scenario.wait_phase("Running")
+    scenario.autoscaler.preempt(pool=lost)
+    eventually(lambda: scenario.status().get("restarts") == 1, what="a restart")
     restarted = eventually(
         lambda: [j for j in jobsets(scenario) if j["metadata"]["name"] == f"{scenario.name}-r1"],
         what="the second attempt's JobSet",

@@ -46,6 +46,8 @@ class Scenario:
         #: The settings of the operator serving this scenario, when a fixture made one.
         self.operator_config: Any = None
         self.operator_kubeconfig: Any = None
+        #: The simulated GKE autoscaler of an end-to-end stack (None without one).
+        self.autoscaler: Any = None
         self._pool_name: str | None = None
 
     def create(self, accelerator: dict[str, Any], mode: str = "FlexStart", **extra: Any) -> None:
