@@ -271,6 +271,7 @@ def _token_kubeconfig(
     return path
 
 
+@pytest.mark.parametrize("served", [False, True], ids=["all-namespaces", "watch-namespaces"])
 def test_the_chart_rbac_is_enough_and_no_more(
     helm: Helm,
     api: k8s.ApiClient,
@@ -279,9 +280,11 @@ def test_the_chart_rbac_is_enough_and_no_more(
     training_request_crd: str,
     namespace: str,
     tmp_path: Path,
+    served: bool,
 ) -> None:
     """The operator, running as the chart's ServiceAccount, takes a request through its
-    whole life; the same identity cannot read Secrets."""
+    whole life; the same identity cannot read Secrets. Serving listed namespaces, it can
+    touch no Job, JobSet or Service elsewhere."""
     release = f"rbac-{uuid.uuid4().hex[:6]}"
     installed = helm(
         "install",
@@ -297,6 +300,7 @@ def test_the_chart_rbac_is_enough_and_no_more(
         "gke.cluster=sandbox",
         "--set",
         "kueue.mode=disabled",
+        *(("--set", f"watchNamespaces={{{namespace}}}") if served else ()),
     )
     assert installed.returncode == 0, installed.stderr
     sa = f"{release}-dws-operator"
@@ -305,6 +309,12 @@ def test_the_chart_rbac_is_enough_and_no_more(
         for verb, resource in (("get", "secrets"), ("list", "secrets"), ("create", "pods")):
             check = kubectl("auth", "can-i", verb, resource, "--as", identity, "-A")
             assert check.stdout.strip() == "no", (verb, resource, check.stdout)
+        for verb, resource in (("create", "jobs"), ("delete", "services"), ("patch", "events")):
+            elsewhere = kubectl("auth", "can-i", verb, resource, "--as", identity, "-n", "default")
+            expected = "no" if served or verb == "patch" else "yes"
+            assert elsewhere.stdout.strip() == expected, (verb, resource, elsewhere.stdout)
+        here = kubectl("auth", "can-i", "create", "jobs", "--as", identity, "-n", namespace)
+        assert here.stdout.strip() == "yes", here.stdout
         kubeconfig = _token_kubeconfig(devcluster, kubectl, namespace, sa, tmp_path / "sa")
         with EmulatorThread(EmulatorConfig(operation_latency_seconds=0.2)) as emulator:
             config = OperatorConfig(
@@ -314,6 +324,7 @@ def test_the_chart_rbac_is_enough_and_no_more(
                 gke_endpoint=emulator.endpoint,
                 compute_endpoint=emulator.compute_endpoint,
                 kueue=KueueMode.DISABLED,
+                namespaces=(namespace,) if served else (),
             )
             scenario = Scenario(api, namespace, emulator)
             with OperatorThread(config, kubeconfig=kubeconfig):

@@ -31,3 +31,37 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- join "," $pairs -}}
 {{- end -}}
+
+{{/*
+What the operator does to namespaced objects: in every namespace (no watchNamespaces),
+or in each one served.
+*/}}
+{{- define "dws-operator.namespacedRules" -}}
+# The requests: watched, the finalizer patched in and out.
+- apiGroups: ["dws-operator.dev"]
+  resources: ["trainingrequests"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["dws-operator.dev"]
+  resources: ["trainingrequests/status"]
+  verbs: ["get", "patch"]
+# The workload of each request; watched so a finished Job's pool goes at once.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+# Several slices run as one JobSet (its Jobs are read to tell a lost node).
+- apiGroups: ["jobset.x-k8s.io"]
+  resources: ["jobsets"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+# Watched (ours carry the request label); read by name to tell a foreign one.
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+# Kueue's LocalQueues, watched: a request whose queue does not exist says so.
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["localqueues"]
+  verbs: ["get", "list", "watch"]
+# An Event on every phase change (created, never patched).
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end }}

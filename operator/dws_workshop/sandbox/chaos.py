@@ -10,9 +10,12 @@ What is done to it, from one seed (the same seed, the same kill times and faults
   a kill may land while the last one is still starting; a replica that ends on its own
   (a lost Lease exits 3) is restarted too, for the whole run;
 - GKE, until every request has ended and scaled down: bursts of UNAVAILABLE on one
-  method at a time; a share of CreateNodePool calls carried out but answered
-  DEADLINE_EXCEEDED (the answer lost); a quota too small for one kind of request
-  (terminal: those requests end Failed, QuotaExceeded);
+  method at a time (the first on ListNodePools, which every replica calls every few
+  seconds, lasting until it has failed a call: however fast a run goes, it meets one;
+  the others at random moments, so they may or may not meet a call); a share of
+  CreateNodePool calls carried out but answered DEADLINE_EXCEEDED (the answer lost); a
+  quota too small for one kind of request (terminal: those requests end Failed,
+  QuotaExceeded);
 - the kube-apiserver restarted once, half-way through the kills.
 """
 
@@ -36,7 +39,7 @@ from dws_operator.controller.leader import LEASE_NAME
 from dws_operator.gke.labels import NAME_LABEL
 from dws_workshop.devcluster.kubeerrors import NotFound, typed_errors
 from dws_workshop.devcluster.stages import SIM_DURATION_ANNOTATION
-from dws_workshop.emulator import DEFAULT_CLUSTER, MethodFaults
+from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, MethodFaults
 from dws_workshop.emulator.config import MethodName
 from dws_workshop.sandbox.testbed import GkeLimits, Testbed
 
@@ -272,6 +275,10 @@ class ChaosRun:
         """UNAVAILABLE bursts: one method at a time, half its calls, 3 to 8 seconds each."""
         emulator = bed.emulator
         rng = random.Random(f"{self.options.seed}:faults")
+        emulator.set_faults("ListNodePools", MethodFaults(error_rate=0.5))
+        while not _refused(emulator, "ListNodePools") and not self._stop_faults.wait(0.2):
+            pass
+        emulator.set_faults("ListNodePools", None)
         while not self._stop_faults.wait(rng.uniform(1.0, 4.0)):
             method = rng.choice(BURST_METHODS)
             if method == "CreateNodePool":
@@ -444,3 +451,8 @@ def clean(figures: dict[str, Any]) -> bool:
         and figures["jobs_left"] == 0
         and figures["pods_left"] == 0
     )
+
+
+def _refused(emulator: ClusterManagerEmulator, method: str) -> bool:
+    """Whether the emulator has answered a call of `method` UNAVAILABLE."""
+    return any(not c.ok and c.code.name == "UNAVAILABLE" for c in emulator.calls_for(method))
