@@ -205,3 +205,28 @@ def test_a_listing_comes_a_page_at_a_time(
     assert len({page.version for page in pages}) == 1
     assert pages[0].version is not None
     assert sorted(names) == [f"s{index}" for index in range(5)]
+
+
+def test_a_delete_by_uid_leaves_a_newer_namesake(
+    devcluster: DevCluster, api: k8s.ApiClient, namespace: str
+) -> None:
+    # The Service the operator knew was deleted and another made under its name (by
+    # anyone): a delete naming the first one's uid leaves the second alone.
+    core = k8s.CoreV1Api(api)
+    service = {"metadata": {"name": "namesake"}, "spec": {"ports": [{"port": 80}]}}
+    first = core.create_namespaced_service(namespace, service).metadata.uid
+    core.delete_namespaced_service("namesake", namespace)
+    second = core.create_namespaced_service(namespace, service).metadata.uid
+
+    async def main() -> tuple[bool, bool]:
+        connection = await Connection.open(str(devcluster.kubeconfig))
+        kube = KubeApi(connection)
+        try:
+            stale = await kube.delete("services", namespace, "namesake", first)
+            left = core.read_namespaced_service("namesake", namespace).metadata.uid == second
+            assert await kube.delete("services", namespace, "namesake", second)
+            return stale, left
+        finally:
+            await connection.close()
+
+    assert asyncio.run(main()) == (False, True)

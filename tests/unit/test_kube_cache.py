@@ -43,8 +43,8 @@ def test_requests_keep_the_newest_body() -> None:
     assert cache.request(("ns", "a")) is None
 
 
-def job(name: str, version: str, request: str, **status: Any) -> dict[str, Any]:
-    body = obj(name, version, labels={REQUEST_LABEL: request}, ownerReferences=[{"uid": "r1"}])
+def job(name: str, version: str, request: str, uid: str = "u1", **status: Any) -> dict[str, Any]:
+    body = obj(name, version, uid, labels={REQUEST_LABEL: request}, ownerReferences=[{"uid": "r1"}])
     body["status"] = status
     return body
 
@@ -63,6 +63,19 @@ def test_jobs_are_found_by_request_and_kept_small() -> None:
     assert [j.name for j in cache.jobs_of("ns", "train")] == ["train-r1"]
     cache.remove_job(("ns", "train-r1"))
     assert cache.jobs_of("ns", "train") == []
+
+
+def test_a_delete_names_the_uid_the_cache_holds() -> None:
+    cache = KubeCache()
+    cache.put_job(job("train-0", "1", "train"))
+    cache.put_service(obj("train", "2", uid="s1", labels={REQUEST_LABEL: "train"}))
+    assert cache.uid("jobs", ("ns", "train-0")) == "u1"
+    assert cache.uid("services", ("ns", "train")) == "s1"
+    # Deleted and made again under the name: the newer one's uid.
+    cache.put_job(job("train-0", "7", "train", uid="u9"))
+    assert cache.uid("jobs", ("ns", "train-0")) == "u9"
+    assert cache.uid("jobs", ("ns", "absent")) is None
+    assert cache.uid("nodes", ("", "n1")) is None
 
 
 def node(name: str, pool: str | None) -> dict[str, Any]:

@@ -415,6 +415,22 @@ class KubeCache:
             return key[1] in self._node_versions
         return False
 
+    def uid(self, kind: str, key: Key) -> str | None:
+        """The uid of the object of `kind` the cache holds under `key` (a Job, a JobSet
+        or a Service): what a delete names, so that it removes that object and no other
+        made since under the same name."""
+        stores = {
+            "jobs": (self._jobs, self._children),
+            "jobsets": (self._jobsets,),
+            "services": (self._services,),
+        }
+        for store in stores.get(kind, ()):
+            identity = store.versions.get(key)
+            if identity is not None:
+                uid = identity["metadata"].get("uid")
+                return str(uid) if uid else None
+        return None
+
     def owner_of(self, kind: str, key: Key) -> Key | None:
         """The request an object of `kind` belongs to, as the cache knows it."""
         if kind == "jobs":

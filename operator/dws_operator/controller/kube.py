@@ -155,19 +155,23 @@ class KubeApi:
             raise WorkloadRejected(kind, manifest["metadata"]["name"], error) from error
         return created if isinstance(created, dict) else None
 
-    async def delete(self, plural: str, namespace: str, name: str) -> bool:
+    async def delete(self, plural: str, namespace: str, name: str, uid: str | None = None) -> bool:
         """Delete if there (False: it was not); what the object owns goes through
         garbage collection in the background (a Job's pods; a JobSet's Jobs, so the next
-        attempt need not wait)."""
+        attempt need not wait). With `uid`, only that object: one made since under the
+        same name is not deleted (False, as if gone: the one meant is)."""
         group, version = _KINDS[plural]
+        body: dict[str, Any] = {"propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
         try:
-            await self.call(
-                "DELETE",
-                _path(group, version, plural, namespace, name),
-                body={"propagationPolicy": "Background"},
-            )
+            await self.call("DELETE", _path(group, version, plural, namespace, name), body=body)
         except NotFound:
             return False
+        except Conflict:
+            if not uid:
+                raise
+            return False  # "Precondition failed: UID in precondition ..."
         return True
 
     async def service_owners(self, namespace: str, name: str) -> list[str] | None:

@@ -520,17 +520,22 @@ class Reconciler:
                         self.cache.put_jobset(made)
                 elif (made := await self.kube.create("jobs", manifest)) is not None:
                     self.cache.put_job(made)
+            # Deletes name the object the decision saw (its uid, from the cache): one
+            # made since under the same name, by anyone, is left alone.
             case DeleteJob(name=name, kind=kind):
+                at = (request.namespace, name)
                 if kind == JOBSET_KIND:
-                    if not await self.kube.delete(JOBSET_PLURAL, request.namespace, name):
-                        self.cache.remove_jobset((request.namespace, name))
+                    uid = self.cache.uid(JOBSET_PLURAL, at)
+                    if not await self.kube.delete(JOBSET_PLURAL, *at, uid):
+                        self.cache.remove_jobset(at)
                         return False
-                elif not await self.kube.delete("jobs", request.namespace, name):
-                    self.cache.remove_job((request.namespace, name))
+                elif not await self.kube.delete("jobs", *at, self.cache.uid("jobs", at)):
+                    self.cache.remove_job(at)
                     return False
             case DeleteService(name=name):
-                if not await self.kube.delete("services", request.namespace, name):
-                    self.cache.remove_service((request.namespace, name))
+                at = (request.namespace, name)
+                if not await self.kube.delete("services", *at, self.cache.uid("services", at)):
+                    self.cache.remove_service(at)
                     return False
         return True
 

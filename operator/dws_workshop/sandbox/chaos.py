@@ -10,8 +10,8 @@ What is done to it, from one seed (the same seed, the same kill times and faults
   a kill may land while the last one is still starting; a replica that ends on its own
   (a lost Lease exits 3) is restarted too, for the whole run;
 - GKE, until every request has ended and scaled down: bursts of UNAVAILABLE on one
-  method at a time (the first on ListNodePools, which every replica calls every few
-  seconds, lasting until it has failed a call: however fast a run goes, it meets one;
+  method at a time (the first on every ListNodePools call, which the leader makes at its
+  start and every 10 s, until one has failed: however fast a run goes, it meets one;
   the others at random moments, so they may or may not meet a call); a share of
   CreateNodePool calls carried out but answered DEADLINE_EXCEEDED (the answer lost); a
   quota too small for one kind of request (terminal: those requests end Failed,
@@ -275,7 +275,7 @@ class ChaosRun:
         """UNAVAILABLE bursts: one method at a time, half its calls, 3 to 8 seconds each."""
         emulator = bed.emulator
         rng = random.Random(f"{self.options.seed}:faults")
-        emulator.set_faults("ListNodePools", MethodFaults(error_rate=0.5))
+        emulator.set_faults("ListNodePools", MethodFaults(error_rate=1.0))
         while not _refused(emulator, "ListNodePools") and not self._stop_faults.wait(0.2):
             pass
         emulator.set_faults("ListNodePools", None)
