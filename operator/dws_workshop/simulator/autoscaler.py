@@ -65,6 +65,7 @@ from dws_workshop.simulator.autoscaler_view import (
     node_index,
     pending_by_pool,
     place_nodes,
+    slice_of,
 )
 from dws_workshop.simulator.fleet import Fleet
 from dws_workshop.simulator.nodes import ZONE_LABEL_KEY, pool_shape
@@ -314,14 +315,17 @@ class Autoscaler:
                     None,
                 )
                 if node is not None:
-                    log.info("preempting Spot node %s", name_of(node))
-                    self.fleet.remove(
-                        pool,
-                        node,
-                        busy,
-                        "Pod was terminated in response to imminent node shutdown "
-                        "(Spot VM preempted).",
-                    )
+                    # A multi-host slice's VMs are rescheduled together, never one by
+                    # one: reclaiming one VM takes its whole slice.
+                    for lost in slice_of(pool, node):
+                        log.info("preempting Spot node %s", name_of(lost))
+                        self.fleet.remove(
+                            pool,
+                            lost,
+                            busy,
+                            "Pod was terminated in response to imminent node shutdown "
+                            "(Spot VM preempted).",
+                        )
                     with self._lock:
                         self._preemptions.remove(preemption)
                     break

@@ -67,6 +67,12 @@ def node_index(name: str) -> int:
     return int(tail) if tail.isdigit() else 0
 
 
+def slice_of(pool: ScalingPool, node: Obj) -> list[Obj]:
+    """The nodes of `node`'s slice: itself on a single-host pool, every node of a
+    multi-host slice pool (such a pool holds one slice: its maximum is the slice's size)."""
+    return list(pool.nodes) if pool.shape.multi_host else [node]
+
+
 def accelerator_of(shape: PoolShape) -> str | None:
     return shape.accelerator[1] if shape.accelerator else None
 

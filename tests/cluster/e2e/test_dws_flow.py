@@ -38,6 +38,12 @@ def sim(seconds: str) -> dict[str, Any]:
     }
 
 
+def forever() -> dict[str, Any]:
+    """A pod template whose pods run until their node goes or the test lets them finish
+    (`Scenario.finish_pods`)."""
+    return {"spec": {"containers": [{"name": "train", "image": "example/train:1"}]}}
+
+
 def nodes(scenario: Scenario) -> list[k8s.V1Node]:
     selector = f"{POOL_LABEL}={scenario.pool_name}"
     return list(scenario.core.list_node(label_selector=selector).items)
@@ -147,13 +153,14 @@ def test_gpu_queued_provisioning_through_kueue(
 
 
 def test_spot_preemption_mid_run(stack: Stack) -> None:
-    # Preempted once the work is seen running, while its pods run their 30 s (not at a
-    # simulated time, which a loaded machine may reach before the work starts).
+    # The first attempt runs until its nodes go, so the preemption always meets running
+    # work (neither a simulated time nor a pod duration races the start).
     scenario = stack(SimScenario(clock_factor=CLOCK))
-    scenario.create(tpu("v6e", "2x4"), mode="Spot", template=sim("30s"))
+    scenario.create(tpu("v6e", "2x4"), mode="Spot", template=forever())
     scenario.wait_phase("Running", timeout=SETTLE)
     scenario.autoscaler.preempt()
     eventually(lambda: scenario.status().get("restarts") == 1, timeout=SETTLE, what="a restart")
+    scenario.finish_pods(attempt=1, count=2, timeout=SETTLE)
     status = scenario.wait_phase("Succeeded", timeout=90)
     assert status["restarts"] == 1
     assert "Restarting" in scenario.events()

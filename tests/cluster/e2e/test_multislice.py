@@ -18,7 +18,7 @@ from dws_workshop.emulator import DEFAULT_CLUSTER
 from dws_workshop.simulator.scenario import SimScenario
 from tests.builders import tpu
 from tests.cluster.e2e.conftest import Stack
-from tests.cluster.e2e.test_dws_flow import CLOCK, sim
+from tests.cluster.e2e.test_dws_flow import CLOCK, forever, sim
 from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually
 
@@ -139,15 +139,14 @@ def test_two_slices_run_as_one_jobset_through_kueue(
 
 
 def test_a_preempted_slice_restarts_the_jobset(stack: Stack) -> None:
-    # The pools are named up front so that only slice 1's pool is reclaimed, once the work
-    # is seen running: its pods run 30 s, so they are still running then. (A preemption
-    # at a simulated time raced the start: two loaded CI runs never saw the restart, the
-    # slice not up yet when reclaimed, or done already.)
+    # The pools are named up front so that only slice 1's pool is reclaimed. The first
+    # attempt's pods have no duration: they run until their nodes go, so the preemption
+    # always meets running work; the second attempt is let finish once it runs.
     base = f"ms-{uuid.uuid4().hex[:6]}"
     lost = f"{base}-s1"
     scenario = stack(SimScenario(clock_factor=CLOCK))
     scenario.create(
-        TWO_SLICES, mode="Spot", maxRestarts=1, nodePool={"name": base}, template=sim("30s")
+        TWO_SLICES, mode="Spot", maxRestarts=1, nodePool={"name": base}, template=forever()
     )
     scenario.wait_phase("Running")
     scenario.autoscaler.preempt(pool=lost)
@@ -157,6 +156,7 @@ def test_a_preempted_slice_restarts_the_jobset(stack: Stack) -> None:
         what="the second attempt's JobSet",
     )
     assert len(restarted) == 1
+    scenario.finish_pods(attempt=1, count=4)
     status = scenario.wait_phase("Succeeded", timeout=120)
     assert status["restarts"] == 1
     assert status["job"]["name"] == f"{scenario.name}-r1"

@@ -16,6 +16,7 @@ from kubernetes import client as k8s
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
 from dws_workshop.devcluster.kubeerrors import NotFound, typed_errors
+from dws_workshop.devcluster.stages import SIM_DURATION_ANNOTATION
 from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator
 from tests.builders import manifest, spec_body
 from tests.polling import HANG_GUARD, eventually
@@ -218,6 +219,26 @@ class Scenario:
                 ]
             self.core.patch_namespaced_pod_status(
                 pod.metadata.name, self.namespace, {"status": status}
+            )
+
+    def finish_pods(self, attempt: int, count: int, timeout: float = HANG_GUARD) -> None:
+        """Let an attempt's `count` running pods end: kwok's pod-succeed stage ends a Running
+        pod `sim-duration` after it sees the annotation. A test that must act while the
+        work runs starts it without a duration (it runs until its node goes away) and calls
+        this when it is done acting, so no wall-clock margin decides the test."""
+
+        def running_pods() -> list[k8s.V1Pod] | None:
+            pods = [p for p in self.pods(attempt) if p.status.phase == "Running"]
+            return pods if len(pods) >= count else None
+
+        running = eventually(
+            running_pods, timeout=timeout, what=f"{count} running pods of attempt {attempt}"
+        )
+        for pod in running:
+            self.core.patch_namespaced_pod(
+                pod.metadata.name,
+                self.namespace,
+                {"metadata": {"annotations": {SIM_DURATION_ANNOTATION: "1s"}}},
             )
 
     def preempt_a_pod(self) -> str:

@@ -12,7 +12,7 @@ from dws_operator import rfc3339
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_workshop.devcluster.stages import SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION
 from dws_workshop.simulator.autoscaler import Autoscaler
-from dws_workshop.simulator.scenario import CapacityRule, Preemption, SimScenario
+from dws_workshop.simulator.scenario import CapacityRule, SimScenario
 from tests.builders import gpu, tpu
 from tests.cluster.sim.conftest import StartAutoscaler
 from tests.cluster.sim.harness import Sim
@@ -318,12 +318,9 @@ def test_scale_to_zero_and_delete_remove_nodes(sim: Sim, start_autoscaler: Start
 def test_spot_preemption_fails_pods_then_deletes_the_node(
     sim: Sim, start_autoscaler: StartAutoscaler
 ) -> None:
-    # Preempted 15 simulated minutes in (15 real seconds): after the pod is running,
-    # with room for a loaded machine to make the node and run the pod first.
-    scenario = SimScenario(
-        clock_factor=FAST, preemptions=[Preemption(at_seconds=900, pool="l4-spot")]
-    )
-    start_autoscaler(scenario)
+    # Preempted once the pod is seen running (at the test's moment, not a simulated time
+    # a loaded machine may reach before the pod runs).
+    autoscaler = start_autoscaler(SimScenario(clock_factor=FAST))
     sim.create_pool(rendered(gpu("nvidia-l4"), "Spot", name="l4-spot"))
     l4_pod(sim, "victim", "l4-spot")
     node = eventually(lambda: sim.nodes("l4-spot"), what="the spot node")[0]
@@ -331,6 +328,7 @@ def test_spot_preemption_fails_pods_then_deletes_the_node(
     assert "cloud.google.com/gke-flex-start" not in node.metadata.labels
     eventually(lambda: sim.phase("victim") == "Running", what="the pod running")
 
+    autoscaler.preempt(pool="l4-spot")
     eventually(lambda: not sim.nodes("l4-spot"), what="the node preempted")
     pod = sim.pod("victim")
     assert pod.status.phase == "Failed"
@@ -339,6 +337,47 @@ def test_spot_preemption_fails_pods_then_deletes_the_node(
     assert (disruption[0].status, disruption[0].reason) == ("True", "TerminationByKubelet")
     # The Node goes first, then the pool's count drops: wait for the second.
     eventually(lambda: sim.node_count("l4-spot") == 0, what="the pool's count lowered")
+
+
+def test_a_preempted_multi_host_slice_goes_whole_and_comes_back_whole(
+    sim: Sim, start_autoscaler: StartAutoscaler
+) -> None:
+    # A multi-host slice's VMs are rescheduled together: reclaiming one takes all of them,
+    # every pod on the slice fails, and the pods that replace them get a whole new slice.
+    autoscaler = start_autoscaler(SimScenario(clock_factor=FAST))
+    sim.create_pool(rendered(tpu("v6e", "2x4"), "Spot", name="v6e-spot"))
+    selector = {NODE_POOL_LABEL_KEY: "v6e-spot"}
+
+    def workers(prefix: str) -> list[str]:
+        names = [f"{prefix}-{index}" for index in range(2)]
+        for name in names:
+            sim.create_pod(
+                name,
+                node_selector=selector,
+                resources={"google.com/tpu": "4"},
+                tolerations=[TPU_TOLERATION],
+            )
+        return names
+
+    first = workers("first")
+    eventually(
+        lambda: all(sim.phase(name) == "Running" for name in first), what="the slice running"
+    )
+    before = sorted(n.metadata.name for n in sim.nodes("v6e-spot"))
+    assert len(before) == 2
+
+    autoscaler.preempt(pool="v6e-spot")
+    eventually(
+        lambda: all(sim.phase(name) == "Failed" for name in first), what="both workers failed"
+    )
+    eventually(lambda: sim.node_count("v6e-spot") == 0, what="the whole slice gone")
+    second = workers("second")
+    eventually(
+        lambda: all(sim.phase(name) == "Running" for name in second), what="a new slice running"
+    )
+    after = sorted(n.metadata.name for n in sim.nodes("v6e-spot"))
+    assert len(after) == 2
+    assert not set(after) & set(before)
 
 
 def test_provisioning_request_is_accepted_provisioned_then_expires_and_is_revoked(
