@@ -1,4 +1,4 @@
-"""The CI-sized chaos run (the full one is hack/chaos.py): 8 requests of every kind, 20
+"""The CI-sized chaos run (the full one is hack/chaos.py): 8 requests of every kind, 12
 SIGKILLs of two operator replicas, GKE faults and an API server restart, a fixed seed.
 Fails on any orphan, duplicate or request that did not end as it should."""
 
@@ -10,9 +10,11 @@ from dws_workshop.sandbox.chaos import ChaosOptions, ChaosRun, clean
 
 
 def test_no_orphan_no_duplicate_nothing_lost(tmp_path: Path) -> None:
-    figures = ChaosRun(ChaosOptions(requests=8, kills=20, seed=7), tmp_path).run()
+    figures = ChaosRun(
+        ChaosOptions(requests=8, kills=12, seed=7, kill_gap=(0.3, 2.0)), tmp_path
+    ).run()
     print(figures)
-    assert figures["kills"] == 20
+    assert figures["kills"] == 12
     assert figures["complete"]
     assert set(figures["exits_by_code"]) <= {"3"}, figures["exits_by_code"]
     assert figures["apiserver_restarts"] == 1
