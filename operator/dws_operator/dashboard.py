@@ -176,6 +176,13 @@ PANELS: tuple[Panel, ...] = (
         ),
     ),
     Panel(
+        "Orphaned node pools",
+        "Pools the operator made whose request is gone (deleted once Node-free for "
+        "DWS_ORPHAN_GRACE_SECONDS); anything above 0 is a fault's leftover.",
+        (Query("max(dws_orphaned_node_pools)", "orphaned pools"),),
+        kind="stat",
+    ),
+    Panel(
         "Leader",
         "1 for the replica that acts (holds the Lease).",
         (Query("max by (pod, instance) (dws_leader)", "{{pod}} {{instance}}"),),

@@ -92,6 +92,9 @@ class OperatorConfig:
     #: What every node pool the operator creates gets: service account, scopes,
     #: metadata mode, extra labels, tags, boot disk, image streaming (DWS_NODE_*).
     pool_defaults: PoolDefaults = field(default_factory=PoolDefaults)
+    #: How long a pool the operator made whose request is gone (an orphan, counted by
+    #: `dws_orphaned_node_pools`) has had no Node before it is deleted.
+    orphan_grace_seconds: float = 600.0
 
     def lease_settings(self) -> LeaseSettings | None:
         """This process's candidacy for the Lease, None without leader election."""
@@ -205,6 +208,7 @@ class OperatorConfig:
             metrics_address=metrics_address,
             log_format=log_format,
             pool_defaults=pool_defaults,
+            orphan_grace_seconds=_orphan_grace(get),
         )
 
 
@@ -245,6 +249,13 @@ def _lease(get: Callable[[str, str], str | None]) -> LeaseConfig | None:
     except ValueError as error:
         raise ConfigError(f"leader election: {error}") from None
     return config
+
+
+def _orphan_grace(get: Callable[[str, str], str | None]) -> float:
+    text = get("orphan_grace_seconds", "DWS_ORPHAN_GRACE_SECONDS")
+    if text is None:
+        return 600.0
+    return _seconds(text, "DWS_ORPHAN_GRACE_SECONDS", 1.0, 7 * 24 * 3600.0)
 
 
 def _poll_seconds(text: str) -> float:

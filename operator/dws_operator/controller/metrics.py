@@ -198,6 +198,12 @@ class OperatorMetrics:
             buckets=(0, 1, 2),
             registry=r,
         )
+        self.orphaned_pools = Gauge(
+            "dws_orphaned_node_pools",
+            "Node pools the operator made whose TrainingRequest is gone and that nothing "
+            "looks after (deleted once they have had no Node for a grace period).",
+            registry=r,
+        )
         self.leader = Gauge(
             "dws_leader",
             "1 while this replica acts (holds the Lease, or runs without leader election).",

@@ -285,10 +285,26 @@ class Reconciler:
         offer = None
         if not lost:
             request, offer = await self._offer(key, request)
+        if request.deleting:
+            await self._ask_gke_for_unseen_pools(request)
         created = str((body.get("metadata") or {}).get("creationTimestamp") or "")
         observed = self._held_back(key, await observe(request, created, self.sources))
         refusal = self._refusal(key, observed)
         return dataclasses.replace(observed, offer=offer, binding_lost=lost, refusal=refusal)
+
+    async def _ask_gke_for_unseen_pools(self, request: RequestView) -> None:
+        """A deleted request is let go only on GKE's own word about each pool it may have
+        made: those the snapshot does not show, with no operation of ours on them, are
+        read from GKE directly (into the snapshot). A create GKE carried out but whose
+        answer was lost made a pool no listing may have shown yet; letting go on the
+        snapshot's word would leave it behind, billed, with nobody to delete it. A read
+        that fails fails the pass, which is tried again: nothing is let go unasked."""
+        if request.facts.existing:
+            return  # the pool is not the operator's to make or delete
+        pools, operations = self.sources.pools, self.sources.operations
+        for name in (*pool_names_for(request), *abandoned_pool_names(request)):
+            if pools.get(name) is None and operations.owner(name) is None:
+                await pools.refresh_pool(name)
 
     async def _offer(self, key: Key, request: RequestView) -> tuple[RequestView, str | None]:
         """Before a request's pool is created: an idle pool of its shape, if there is

@@ -32,6 +32,11 @@ log = logging.getLogger(__name__)
 
 #: How long an idle pool waits for a request of its shape before it is deleted.
 IDLE_SECONDS = 300.0
+#: How long a pool the operator made stays an orphan (its request gone, yet not idle)
+#: with no Node on it before it is deleted: reported at once, collected only once nothing
+#: can be running on it and the moment that made it (a crash, a forced finalizer
+#: removal) is long past.
+ORPHAN_GRACE_SECONDS = 600.0
 
 
 class PoolShelf:
@@ -43,6 +48,7 @@ class PoolShelf:
         idle_seconds: float = IDLE_SECONDS,
         clock: Callable[[], float] = time.time,
         namespaces: tuple[str, ...] = (),
+        orphan_grace_seconds: float = ORPHAN_GRACE_SECONDS,
     ) -> None:
         #: The namespaces this operator serves (empty: all). A pool of a request in any
         #: other is another operator's business: never taken over nor swept from here.
@@ -58,6 +64,9 @@ class PoolShelf:
         #: When a pool without a holder request was first seen idle (memory only: after
         #: a restart the wait starts again, which only ever keeps a pool longer).
         self._orphaned_since: dict[str, float] = {}
+        self.orphan_grace_seconds = orphan_grace_seconds
+        #: When each orphan (see `orphans`) was first seen with no Node (memory only).
+        self._empty_orphan_since: dict[str, float] = {}
         self.taken_over = 0
 
     @property
@@ -121,6 +130,49 @@ class PoolShelf:
         for name in set(self._orphaned_since) - seen:
             del self._orphaned_since[name]
         return found
+
+    def orphans(self) -> list[str]:
+        """Pools the operator made (shape and request labels) whose request is gone and
+        that nobody looks after: not named by any request, no operation on them, not
+        claimed, and not idle (an idle one is the idle sweep's, when reuse is on). Their
+        ceiling is above zero or Nodes are on them: billed, with no request to end them.
+        A request lets go only after its pools are gone, so each is a fault's leftover."""
+        found: list[str] = []
+        for name in self.snapshot.names():
+            pool = self.snapshot.get(name)
+            if pool is None or shape_label(pool) is None:
+                continue
+            labels = pool.config.resource_labels
+            if not labels.get(UID_LABEL):
+                continue
+            if self.namespaces and labels.get(NAMESPACE_LABEL) not in self.namespaces:
+                continue
+            if self.holder(pool) is not None or self.cache.bound_to(name):
+                continue
+            if self.scheduler.owner(name) is not None or name in self._claims:
+                continue
+            if self.enabled and self._idle(name, pool, None):
+                continue
+            found.append(name)
+        return found
+
+    def orphans_due(self, orphans: list[str]) -> list[str]:
+        """Of `orphans`, those with no Node on them, in GKE's RUNNING state, for
+        `orphan_grace_seconds`: to be deleted."""
+        now = self._clock()
+        due: list[str] = []
+        empty: dict[str, float] = {}
+        for name in orphans:
+            pool = self.snapshot.get(name)
+            if pool is None or pool.status != NodePool.Status.RUNNING:
+                continue
+            if self.cache.node_counts.get(name, 0) > 0:
+                continue
+            empty[name] = since = self._empty_orphan_since.get(name, now)
+            if now - since >= self.orphan_grace_seconds:
+                due.append(name)
+        self._empty_orphan_since = empty
+        return due
 
     def _idle_since(self, name: str, holder: Key | None, now: float) -> float:
         summary = self.cache.summary(holder) if holder is not None else None

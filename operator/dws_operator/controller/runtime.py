@@ -110,6 +110,8 @@ class Controller:
     #: A monotonic clock (how long a pass took) and the randomness that spreads timers.
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
+    #: Orphaned pools already logged (each is logged once, counted every sweep).
+    _orphans_said: set[str] = field(default_factory=set)
 
     @property
     def uses_kueue(self) -> bool:
@@ -337,6 +339,23 @@ class Controller:
                 self.scheduler.submit(
                     PoolOperation(name, "Delete", holder, Priority.RELEASE, "", (delete,))
                 )
+            orphans = self.shelf.orphans()
+            self.reconciler.metrics.orphaned_pools.set(len(orphans))
+            for name in sorted(set(orphans) - self._orphans_said):
+                log.warning(
+                    "node pool %s is orphaned: the operator made it, its request is gone", name
+                )
+            self._orphans_said = set(orphans)
+            for name in self.shelf.orphans_due(orphans):
+                log.warning(
+                    "deleting orphaned node pool %s: no Node on it for %.0fs",
+                    name,
+                    self.shelf.orphan_grace_seconds,
+                )
+                delete = functools.partial(gke.delete, name)
+                self.scheduler.submit(
+                    PoolOperation(name, "Delete", ("", name), Priority.RELEASE, "", (delete,))
+                )
 
     async def stop(self) -> None:
         self.queue.close()
@@ -426,6 +445,7 @@ def build_controller(
         scheduler,
         idle_seconds=config.pool_idle_seconds,
         namespaces=config.namespaces,
+        orphan_grace_seconds=config.orphan_grace_seconds,
     )
     reconciler = Reconciler(
         Sources(kube, cache, gke, mutations, snapshot, scheduler, shelf, facts),
