@@ -68,6 +68,25 @@ def test_unavailable_is_retryable_and_changes_nothing(make_emulator: MakeEmulato
     assert emulator.node_pool(path(pool.name)) is not None
 
 
+def test_the_first_answers_lost_then_the_other_faults(make_emulator: MakeEmulator) -> None:
+    # The first call is carried out with its answer lost; the error rate spares it and
+    # applies to every call after.
+    emulator = make_emulator(
+        fast(faults={"CreateNodePool": MethodFaults(lost_answers=1, error_rate=1.0)})
+    )
+    pool = rendered(tpu("v6e", "4x4"))
+
+    async def attempt(client: NodePoolClient) -> None:
+        await client.create(pool, UID)
+
+    for _ in range(2):
+        with pytest.raises(GkeError):
+            run(emulator, attempt, retry=ONE_ATTEMPT)
+    codes = [c.code for c in emulator.calls_for("CreateNodePool")]
+    assert codes == [grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE]
+    assert emulator.node_pool(path(pool.name)) is not None  # the first call made it
+
+
 def outcomes(emulator: ClusterManagerEmulator, calls: int = 40) -> list[str]:
     """ "ok" or the failure's reason, call by call."""
 

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import yaml
 from google.cloud import container_v1
 
 from dws_operator.gke.ceiling import max_nodes
 from dws_workshop.devcluster.stages import kwok_config
+from dws_workshop.simulator.autoscaler_view import ScalingPool, slice_of
 from dws_workshop.simulator.nodes import (
+    ZONE_LABEL_KEY,
+    PoolShape,
     accepts,
     allocatable_cpu_millis,
     allocatable_memory_mib,
@@ -199,3 +204,23 @@ def test_kwok_config_is_stages_for_nodes_and_pods() -> None:
     assert {"node-initialize", "node-heartbeat", "pod-ready", "pod-succeed", "pod-fail"} <= names
     kinds = {d["spec"]["resourceRef"]["kind"] for d in documents}
     assert kinds == {"Node", "Pod"}
+
+
+def test_a_multi_host_slice_is_its_zone_nodes_in_blocks_of_the_slice() -> None:
+    # Preempting one VM of a multi-host slice takes its slice: the zone's nodes, in number
+    # order, in blocks of the slice's size (scale-up makes whole slices, one zone each).
+    def node(index: int, zone: str) -> dict[str, Any]:
+        return {"metadata": {"name": f"gke-sandbox-p-{index}", "labels": {ZONE_LABEL_KEY: zone}}}
+
+    def pool(slice_nodes: int) -> ScalingPool:
+        shape = PoolShape(pool="p", machine_type="ct6e-standard-4t", slice_nodes=slice_nodes)
+        return ScalingPool(container_v1.NodePool(name="p"), len(nodes), shape, "x/p", nodes)
+
+    def tails(found: list[dict[str, Any]]) -> list[str]:
+        return [n["metadata"]["name"].rsplit("-", 1)[-1] for n in found]
+
+    nodes = [node(1, "a"), node(2, "a"), node(3, "b"), node(5, "a"), node(6, "a"), node(4, "b")]
+    assert tails(slice_of(pool(2), nodes[4])) == ["5", "6"]
+    assert tails(slice_of(pool(2), nodes[0])) == ["1", "2"]
+    assert tails(slice_of(pool(2), nodes[5])) == ["3", "4"]
+    assert slice_of(pool(1), nodes[3]) == [nodes[3]]

@@ -133,6 +133,8 @@ class Reconciler:
         self._policies: WorkloadPolicyClient | None = None
         #: Workloads the API server refused, by request, until its next pass decides.
         self._refused: dict[Key, tuple[str, str]] = {}
+        #: Pool names GKE said are absent, by the uid of a request being deleted.
+        self._absent: dict[str, set[str]] = {}
         self.passes = 0
         self.events = EventPoster(self.kube)
 
@@ -157,6 +159,7 @@ class Reconciler:
             self.call_off(key, (*pool_names_for(request), *abandoned_pool_names(request)))
             self.metrics.request_gone(key)
             self._refused.pop(key, None)
+            self._absent.pop(request.uid, None)
             return None
         writes = [0]
         counting = _PASS_WRITES.set(writes)
@@ -209,6 +212,7 @@ class Reconciler:
             # DELETED event may have come already and would not come again).
             self.cache.remove_request(key)
             self.sources.facts.forget(observed.request.uid)
+            self._absent.pop(observed.request.uid, None)
             self.sources.shelf.release(key)
         for event in decision.events:
             # Queued, not awaited: an Event is for people (see EventPoster).
@@ -302,9 +306,24 @@ class Reconciler:
         if request.facts.existing:
             return  # the pool is not the operator's to make or delete
         pools, operations = self.sources.pools, self.sources.operations
-        for name in (*pool_names_for(request), *abandoned_pool_names(request)):
-            if pools.get(name) is None and operations.owner(name) is None:
+        names = (*pool_names_for(request), *abandoned_pool_names(request))
+        # Once GKE said a name is absent it stays so: nothing of the request's starts once
+        # it is being deleted (its creates not started are called off).
+        absent = self._absent.setdefault(request.uid, set())
+        while True:
+            # Again after each round: an operation that ended while another name was
+            # being read may have left its pool unseen (its own read failed).
+            unseen = [
+                n
+                for n in names
+                if n not in absent and pools.get(n) is None and operations.owner(n) is None
+            ]
+            if not unseen:
+                return
+            for name in unseen:
                 await pools.refresh_pool(name)
+                if pools.get(name) is None:
+                    absent.add(name)
 
     async def _offer(self, key: Key, request: RequestView) -> tuple[RequestView, str | None]:
         """Before a request's pool is created: an idle pool of its shape, if there is

@@ -132,7 +132,7 @@ class PoolShelf:
         return found
 
     def orphans(self) -> list[str]:
-        """Pools the operator made (shape and request labels) whose request is gone and
+        """Pools the operator made (its request's uid label) whose request is gone and
         that nobody looks after: not named by any request, no operation on them, not
         claimed, and not idle (an idle one is the idle sweep's, when reuse is on). Their
         ceiling is above zero or Nodes are on them: billed, with no request to end them.
@@ -140,8 +140,10 @@ class PoolShelf:
         found: list[str] = []
         for name in self.snapshot.names():
             pool = self.snapshot.get(name)
-            if pool is None or shape_label(pool) is None:
+            if pool is None:
                 continue
+            # Made by the operator: it carries its request's uid (a multislice or an
+            # Ironwood pool has no shape label: it is never reused, but may be orphaned).
             labels = pool.config.resource_labels
             if not labels.get(UID_LABEL):
                 continue

@@ -142,6 +142,11 @@ class MethodFaults(EmulatorModel):
     #: The call is carried out, but its answer is lost: the client sees DEADLINE_EXCEEDED
     #: (a deadline that ran out while GKE did the work), so it cannot tell it happened.
     lost_answer_rate: Fraction = 0.0
+    #: The first this many calls (since these faults were set) are carried out with their
+    #: answer lost, whatever the rates say; the other faults apply to the calls after
+    #: them. A test's way to say "GKE did it, the caller never heard, and it will not
+    #: work again" without a race.
+    lost_answers: int = Field(default=0, ge=0)
 
     _check_codes = field_validator("error_code", "operation_error_code")(_status_name)
 

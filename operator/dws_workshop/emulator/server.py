@@ -100,6 +100,8 @@ class ClusterManagerEmulator(CallLog[CallRecord]):
         )
         self._service = ClusterManagerService(self._state, self.config)
         self._rngs: dict[str, random.Random] = {}
+        #: Answers lost so far under each method's `lost_answers` (since set_faults).
+        self._answers_lost: Counter[str] = Counter()
         CallLog.__init__(self, self._lock)
         self._server: grpc.aio.Server | None = None
 
@@ -176,6 +178,7 @@ class ClusterManagerEmulator(CallLog[CallRecord]):
 
     def set_faults(self, method: MethodName, faults: MethodFaults | None) -> None:
         with self._lock:
+            self._answers_lost.pop(method, None)
             if faults is None:
                 self.config.faults.pop(method, None)
             else:
@@ -269,14 +272,18 @@ class ClusterManagerEmulator(CallLog[CallRecord]):
             faults = faults_for(self.config, name)
             if faults.latency_seconds:
                 await asyncio.sleep(faults.latency_seconds)
+            with self._lock:
+                lose = self._answers_lost[name] < faults.lost_answers
+                if lose:
+                    self._answers_lost[name] += 1
             try:
-                response = self._answer(method, request, faults)
+                response = self._answer(method, request, faults, errors=not lose)
             except ApiError as error:
                 self._record(
                     name, request, error.code, error.message, None, started, context.peer()
                 )
                 await context.abort(error.code, error.message)
-            if self._draw(f"{name}:lost", faults.lost_answer_rate):
+            if lose or self._draw(f"{name}:lost", faults.lost_answer_rate):
                 # Done, but the caller never hears: what a deadline running out looks like.
                 code, message = grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded"
                 self._record(name, request, code, message, response, started, context.peer())
@@ -287,13 +294,15 @@ class ClusterManagerEmulator(CallLog[CallRecord]):
 
         return handle
 
-    def _answer(self, method: Method, request: Any, faults: MethodFaults) -> Any:
+    def _answer(
+        self, method: Method, request: Any, faults: MethodFaults, errors: bool = True
+    ) -> Any:
         with self._lock:
             # The quota is checked at Google's front door, before GKE sees the request.
             project = request_project(request)
             if self._rate_limit is not None and project is not None:
                 self._rate_limit.admit(project)
-            if self._draw(method.name, faults.error_rate):
+            if errors and self._draw(method.name, faults.error_rate):
                 raise ApiError(
                     faults.status,
                     faults.error_message

@@ -68,9 +68,20 @@ def node_index(name: str) -> int:
 
 
 def slice_of(pool: ScalingPool, node: Obj) -> list[Obj]:
-    """The nodes of `node`'s slice: itself on a single-host pool, every node of a
-    multi-host slice pool (such a pool holds one slice: its maximum is the slice's size)."""
-    return list(pool.nodes) if pool.shape.multi_host else [node]
+    """The nodes of `node`'s slice: itself on a single-host pool. A multi-host slice's
+    VMs are made together, in one zone, numbered one after another (scale-up adds whole
+    slices), so a zone's nodes in number order fall in slices of `slice_nodes`."""
+    size = pool.shape.slice_nodes
+    if size <= 1:
+        return [node]
+    zone = labels_of(node).get(ZONE_LABEL_KEY)
+    same_zone = sorted(
+        (n for n in pool.nodes if labels_of(n).get(ZONE_LABEL_KEY) == zone),
+        key=lambda n: node_index(name_of(n)),
+    )
+    at = next(i for i, n in enumerate(same_zone) if name_of(n) == name_of(node))
+    first = at - at % size
+    return same_zone[first : first + size]
 
 
 def accelerator_of(shape: PoolShape) -> str | None:
