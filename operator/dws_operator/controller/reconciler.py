@@ -47,6 +47,7 @@ from dws_operator.gke.slice_pool import (
 from dws_operator.multislice import JOBSET_KIND, JOBSET_PLURAL
 from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import (
+    AT_ONCE,
     HELD_BACK_SECONDS,
     Action,
     CancelPoolOperation,
@@ -75,9 +76,6 @@ if TYPE_CHECKING:
     from dws_operator.gke.policies import WorkloadPolicyClient
 
 log = logging.getLogger(__name__)
-
-#: Looked at again straight away (the cache was mended, or the status lags an action).
-AT_ONCE = 0.0
 
 FINALIZER = "dws-operator.dev/cleanup"
 #: Phases before a request's pool is asked for: the moments it may take an idle one.

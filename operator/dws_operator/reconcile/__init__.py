@@ -17,6 +17,7 @@ from dws_operator.reconcile.actions import (
 )
 from dws_operator.reconcile.decide import decide
 from dws_operator.reconcile.decision import (
+    AT_ONCE,
     DRAIN_SECONDS,
     HELD_BACK_SECONDS,
     RUNNING_POLL_SECONDS,
@@ -47,6 +48,7 @@ from dws_operator.reconcile.step import (
 from dws_operator.reconcile.tally import Tally, tally
 
 __all__ = [
+    "AT_ONCE",
     "DRAIN_SECONDS",
     "HELD_BACK_SECONDS",
     "RUNNING_POLL_SECONDS",

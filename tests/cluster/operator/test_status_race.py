@@ -13,8 +13,8 @@ from kubernetes import client as k8s
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.controller.config import OperatorConfig
 from dws_operator.controller.kube import KubeApi, connect
-from dws_operator.controller.reconciler import AT_ONCE
 from dws_operator.controller.runtime import build_controller
+from dws_operator.reconcile import AT_ONCE
 from dws_workshop.devcluster import DevCluster
 from tests.builders import gpu, manifest, spec_body
 
