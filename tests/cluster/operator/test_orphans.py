@@ -61,7 +61,6 @@ def test_an_orphaned_pool_is_counted_and_deleted_once_it_has_no_node(
     training_request_crd: str,
     operator_config: OperatorConfig,
     scenario: Scenario,
-    emulator: ClusterManagerEmulator,
 ) -> None:
     config = dataclasses.replace(operator_config, gke_refresh_seconds=1.0, orphan_grace_seconds=1.0)
     with OperatorThread(config, kubeconfig=devcluster.kubeconfig):
