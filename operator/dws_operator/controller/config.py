@@ -56,6 +56,15 @@ class LeaseConfig:
     retry_period: float = RETRY_PERIOD_SECONDS
 
 
+#: How long an idle pool waits for a request of its shape before it is deleted.
+IDLE_SECONDS = 300.0
+#: How long a pool the operator made stays an orphan (its request gone, yet not idle)
+#: with no Node on it before it is deleted: reported at once, collected only once nothing
+#: can be running on it and the moment that made it (a crash, a forced finalizer
+#: removal) is long past.
+ORPHAN_GRACE_SECONDS = 600.0
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     project: str
@@ -80,7 +89,7 @@ class OperatorConfig:
     gke_refresh_seconds: float = 10.0
     #: How long a finished request's pool, at zero, waits for the next request of its
     #: shape before it is deleted; 0: pools are never reused (nor deleted for idling).
-    pool_idle_seconds: float = 300.0
+    pool_idle_seconds: float = IDLE_SECONDS
     #: Leader election on a Lease (for more than one replica); None: off (one replica).
     lease: LeaseConfig | None = None
     #: Port of `/metrics` (Prometheus); 0: any free port (tests); None: no endpoint.
@@ -94,7 +103,7 @@ class OperatorConfig:
     pool_defaults: PoolDefaults = field(default_factory=PoolDefaults)
     #: How long a pool the operator made whose request is gone (an orphan, counted by
     #: `dws_orphaned_node_pools`) has had no Node before it is deleted.
-    orphan_grace_seconds: float = 600.0
+    orphan_grace_seconds: float = ORPHAN_GRACE_SECONDS
 
     def lease_settings(self) -> LeaseSettings | None:
         """This process's candidacy for the Lease, None without leader election."""
@@ -168,7 +177,7 @@ class OperatorConfig:
             else _seconds(refresh_text, "DWS_GKE_REFRESH_SECONDS", 1.0, 3600.0)
         )
         idle_text = get("pool_idle_seconds", "DWS_POOL_IDLE_SECONDS")
-        idle = 300.0 if idle_text is None else _idle_seconds(idle_text)
+        idle = IDLE_SECONDS if idle_text is None else _idle_seconds(idle_text)
         lease = _lease(get)
         metrics_text = get("metrics_port", "DWS_METRICS_PORT")
         metrics_port = (
@@ -254,7 +263,7 @@ def _lease(get: Callable[[str, str], str | None]) -> LeaseConfig | None:
 def _orphan_grace(get: Callable[[str, str], str | None]) -> float:
     text = get("orphan_grace_seconds", "DWS_ORPHAN_GRACE_SECONDS")
     if text is None:
-        return 600.0
+        return ORPHAN_GRACE_SECONDS
     return _seconds(text, "DWS_ORPHAN_GRACE_SECONDS", 1.0, 7 * 24 * 3600.0)
 
 

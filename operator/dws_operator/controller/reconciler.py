@@ -154,7 +154,7 @@ class Reconciler:
         if deleting and FINALIZER not in finalizers:
             # Released already, or deleted before anything was made for it: a pool
             # create still waiting for its turn is called off.
-            self.call_off(key, (*pool_names_for(request), *abandoned_pool_names(request)))
+            self.call_off(key, _every_pool_name(request))
             self.metrics.request_gone(key)
             self._refused.pop(key, None)
             self._absent.pop(request.uid, None)
@@ -304,7 +304,7 @@ class Reconciler:
         if request.facts.existing:
             return  # the pool is not the operator's to make or delete
         pools, operations = self.sources.pools, self.sources.operations
-        names = (*pool_names_for(request), *abandoned_pool_names(request))
+        names = _every_pool_name(request)
         # Once GKE said a name is absent it stays so: nothing of the request's starts once
         # it is being deleted (its creates not started are called off).
         absent = self._absent.setdefault(request.uid, set())
@@ -625,6 +625,12 @@ def _pool_of(action: Action) -> str | None:
     """The node pool an action is about, for the log line's `pool` field."""
     pools = CreateNodePool | TakeOverNodePool | ScaleNodePoolToZero | DeleteNodePool
     return action.name if isinstance(action, pools | CancelPoolOperation) else None
+
+
+def _every_pool_name(request: RequestView) -> tuple[str, ...]:
+    """Every pool a request may have made: each slice's of its current step, and those
+    of the steps it left (and pools it took over, then left)."""
+    return (*pool_names_for(request), *abandoned_pool_names(request))
 
 
 def _name(request: RequestView) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dws_operator import rfc3339
 from dws_operator.api import TERMINAL_PHASES
 from dws_operator.controller.cache import Key, KubeCache
+from dws_operator.controller.config import IDLE_SECONDS, ORPHAN_GRACE_SECONDS
 from dws_operator.controller.operations import OperationScheduler
 from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.gke.ceiling import ceiling, holds_slice
@@ -29,14 +30,6 @@ from dws_operator.gke.labels import NAMESPACE_LABEL, UID_LABEL
 from dws_operator.gke.shapes import shape_label
 
 log = logging.getLogger(__name__)
-
-#: How long an idle pool waits for a request of its shape before it is deleted.
-IDLE_SECONDS = 300.0
-#: How long a pool the operator made stays an orphan (its request gone, yet not idle)
-#: with no Node on it before it is deleted: reported at once, collected only once nothing
-#: can be running on it and the moment that made it (a crash, a forced finalizer
-#: removal) is long past.
-ORPHAN_GRACE_SECONDS = 600.0
 
 
 class PoolShelf:

@@ -329,16 +329,13 @@ class Controller:
         ]
 
     async def sweep(self) -> None:
-        """Idle pools that no request of their shape took in time are deleted."""
+        """Idle pools that no request of their shape took in time are deleted; orphaned
+        pools (`PoolShelf.orphans`) are counted, and deleted once Node-free for their grace."""
         while True:
             await asyncio.sleep(self.snapshot.interval)
-            gke = self.reconciler.sources.mutations
             for name, holder in self.shelf.expired():
                 log.info("deleting node pool %s: idle for %.0fs", name, self.shelf.idle_seconds)
-                delete = functools.partial(gke.delete, name)
-                self.scheduler.submit(
-                    PoolOperation(name, "Delete", holder, Priority.RELEASE, "", (delete,))
-                )
+                self._delete_pool(name, holder)
             orphans = self.shelf.orphans()
             self.reconciler.metrics.orphaned_pools.set(len(orphans))
             for name in sorted(set(orphans) - self._orphans_said):
@@ -352,10 +349,14 @@ class Controller:
                     name,
                     self.shelf.orphan_grace_seconds,
                 )
-                delete = functools.partial(gke.delete, name)
-                self.scheduler.submit(
-                    PoolOperation(name, "Delete", ("", name), Priority.RELEASE, "", (delete,))
-                )
+                self._delete_pool(name, ("", name))
+
+    def _delete_pool(self, name: str, holder: Key) -> None:
+        """A pool the sweep found nobody needs, deleted in one of GKE's operation slots."""
+        delete = functools.partial(self.reconciler.sources.mutations.delete, name)
+        self.scheduler.submit(
+            PoolOperation(name, "Delete", holder, Priority.RELEASE, "", (delete,))
+        )
 
     async def stop(self) -> None:
         self.queue.close()

@@ -8,11 +8,11 @@ import dataclasses
 
 from kubernetes import client as k8s
 
-from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.controller import OperatorConfig, OperatorThread
 from dws_workshop.devcluster import DevCluster
 from dws_workshop.emulator import ClusterManagerEmulator, MethodFaults
 from tests.builders import gpu
+from tests.cluster.namespaces import let_go
 from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually, never
 
@@ -70,20 +70,12 @@ def test_an_orphaned_pool_is_counted_and_deleted_once_it_has_no_node(
     pool = scenario.pool_name
     # What a crash or an impatient admin leaves: the request forced out (its finalizer
     # taken off) while no operator ran, its pool still up (ceiling above zero), a Node on it.
-    node = devcluster.api_client()
-    core = k8s.CoreV1Api(node)
+    core = scenario.core
     core.create_node(
         {"metadata": {"name": pool, "labels": {"cloud.google.com/gke-nodepool": pool}}}
     )
     try:
-        scenario.objects.patch_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            scenario.namespace,
-            PLURAL,
-            scenario.name,
-            {"metadata": {"finalizers": None}},
-        )
+        assert let_go(scenario.api, scenario.namespace) == 1
         scenario.delete()
         eventually(lambda: scenario.get() is None, what="the request gone")
         with OperatorThread(config, kubeconfig=devcluster.kubeconfig) as operator:
@@ -96,4 +88,3 @@ def test_an_orphaned_pool_is_counted_and_deleted_once_it_has_no_node(
     finally:
         with contextlib.suppress(k8s.ApiException):
             core.delete_node(pool)
-        node.close()
