@@ -10,7 +10,7 @@ from google.cloud import container_v1
 
 from dws_operator.gke.ceiling import max_nodes
 from dws_workshop.devcluster.stages import kwok_config
-from dws_workshop.simulator.autoscaler_view import ScalingPool, slice_of
+from dws_workshop.simulator.autoscaler_view import ScalingPool, schedulable_pending, slice_of
 from dws_workshop.simulator.nodes import (
     ZONE_LABEL_KEY,
     PoolShape,
@@ -224,3 +224,23 @@ def test_a_multi_host_slice_is_its_zone_nodes_in_blocks_of_the_slice() -> None:
     assert tails(slice_of(pool(2), nodes[0])) == ["1", "2"]
     assert tails(slice_of(pool(2), nodes[5])) == ["3", "4"]
     assert slice_of(pool(1), nodes[3]) == [nodes[3]]
+
+
+def test_scale_down_waits_while_a_turned_down_pod_fits_a_node_already_there() -> None:
+    # The cluster autoscaler skips scale-down in a loop where a pod the scheduler turned
+    # down fits existing free capacity: the node it fits is about to be used.
+    def node(name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}}
+
+    shape = PoolShape(pool="p", machine_type="g2-standard-8")
+    pools = {
+        "p": ScalingPool(container_v1.NodePool(name="p"), 2, shape, "x/p", [node("a"), node("b")]),
+        "q": ScalingPool(container_v1.NodePool(name="q"), 1, shape, "x/q", [node("c")]),
+    }
+    pod = {"metadata": {"name": "bad"}}
+    running = {"metadata": {"name": "ok"}}
+    assert schedulable_pending(pools, {"p": [pod]}, {"a": [running]})
+    # Every node of its pool is taken (pool q's free node "c" is not one it fits): it
+    # waits for a new node, and scale-down goes on. Nothing pending holds nothing back.
+    assert not schedulable_pending(pools, {"p": [pod]}, {"a": [running], "b": [running]})
+    assert not schedulable_pending(pools, {}, {})

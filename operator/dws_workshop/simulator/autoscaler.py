@@ -24,7 +24,9 @@ by kwok) with the pool as the emulator holds it:
   with capacity; a pool with per-zone limits (`max_node_count`) holds at most that many
   in each zone, so a regional pool's maximum is the per-zone one times its zones.
 - Scale-down: a node without non-terminal pods for `scale_down_unneeded_seconds`
-  (simulated; a multi-host slice only as a whole) is removed and the count lowered.
+  (simulated; a multi-host slice only as a whole) is removed and the count lowered;
+  no node is removed in a pass where a pod the scheduler turned down fits a node
+  already there (`schedulable_pending`): it is about to be bound.
 - Flex-start VMs end at the pool's max run duration; Spot VMs are preempted at the
   scenario's times. Either way the node's pods are first marked Failed with a
   `DisruptionTarget` condition (reason `TerminationByKubelet`, as the kubelet's
@@ -65,6 +67,7 @@ from dws_workshop.simulator.autoscaler_view import (
     node_index,
     pending_by_pool,
     place_nodes,
+    schedulable_pending,
     slice_of,
 )
 from dws_workshop.simulator.fleet import Fleet
@@ -212,9 +215,12 @@ class Autoscaler:
         queued.reconcile(now, pools, pods, busy)
         pending = pending_by_pool(pools, pods)
         booked = queued.booked_nodes()
+        scale_down = not schedulable_pending(pools, pending, busy)
         for pool in pools.values():
             if pool.running:
-                self._scale(now, pool, pending.get(pool.name, []), busy, booked, len(pools))
+                self._scale(
+                    now, pool, pending.get(pool.name, []), busy, booked, len(pools), scale_down
+                )
 
     @behaviour("SIM-SCALE-UP-WHOLE-SLICE", "SIM-QP-NO-POD-SCALE-UP")
     def _scale(
@@ -225,6 +231,7 @@ class Autoscaler:
         busy: dict[str, list[Obj]],
         booked: set[str],
         pool_count: int,
+        scale_down: bool,
     ) -> None:
         nodes = sorted(pool.nodes, key=lambda n: node_index(name_of(n)))
         if len(nodes) > pool.count:
@@ -266,9 +273,10 @@ class Autoscaler:
             self._waiting_since.pop(pool.path, None)
             return
         self._waiting_since.pop(pool.path, None)
-        self._scale_down_idle(now, pool, nodes, busy, booked)
+        if scale_down:
+            self._scale_down_idle(now, pool, nodes, busy, booked)
 
-    @behaviour("SIM-SCALE-DOWN-UNNEEDED")
+    @behaviour("SIM-SCALE-DOWN-UNNEEDED", "SIM-SCALE-DOWN-SCHEDULABLE-PENDING")
     def _scale_down_idle(
         self,
         now: float,

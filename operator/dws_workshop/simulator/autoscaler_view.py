@@ -204,6 +204,18 @@ def _pool_chosen_by_scheduling(
     return min(eligible, key=rank, default=None)
 
 
+def schedulable_pending(
+    pools: dict[str, ScalingPool], pending: dict[str, list[Obj]], busy: dict[str, list[Obj]]
+) -> bool:
+    """Whether a pod the scheduler turned down now fits a node already there: a pool with
+    pending pods has a node without a pod (one pod per node). The scheduler will bind it on
+    its next try, so the node is about to be used, however long that try takes."""
+    return any(
+        pending.get(pool.name) and any(name_of(n) not in busy for n in pool.nodes)
+        for pool in pools.values()
+    )
+
+
 def pending_by_pool(pools: dict[str, ScalingPool], pods: list[Obj]) -> dict[str, list[Obj]]:
     """Unschedulable pods by the (running, non-queued) pool that would take them: the one
     their `cloud.google.com/gke-nodepool` selector names; for a pod whose pool is chosen
