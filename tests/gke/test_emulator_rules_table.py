@@ -10,8 +10,8 @@ import grpc
 import pytest
 
 from dws_workshop.emulator import ruleids
+from dws_workshop.emulator.compute_api import ComputeApiError
 from dws_workshop.emulator.compute_rules import validate_name
-from dws_workshop.emulator.compute_state import ComputeApiError
 from dws_workshop.emulator.rules import validate_name as validate_pool_name
 from dws_workshop.emulator.status import ApiError
 

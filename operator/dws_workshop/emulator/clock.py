@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from dws_operator import rfc3339
 
@@ -25,9 +26,15 @@ class SimClock:
         self.factor = factor
         self._real = real
         self._start = real()
+        #: The simulated calendar starts at the real one's now.
+        self.epoch = rfc3339.now()
 
     def now(self) -> float:
         return (self._real() - self._start) * self.factor
+
+    def utc(self) -> datetime:
+        """Simulated UTC now: calendar times (a booking's window) are read against it."""
+        return self.epoch + timedelta(seconds=self.now())
 
     def real_seconds(self, simulated: float) -> float:
         return simulated / self.factor

@@ -20,23 +20,27 @@ import random
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 from aiohttp import web
 from google.cloud import compute_v1
 from google.protobuf import json_format
 
+from dws_workshop.emulator.calendar_rules import Window, validate_zone
 from dws_workshop.emulator.calllog import CallLog
-from dws_workshop.emulator.compute_rules import validate_location, validate_name, validate_policy
-from dws_workshop.emulator.compute_state import (
+from dws_workshop.emulator.compute_api import (
     COMPUTE_ROOT,
     ComputeApiError,
-    ComputeState,
-    OperationError,
-    RegionOperationRecord,
+    ComputeRequest,
+    page_size,
+    to_json,
 )
+from dws_workshop.emulator.compute_calendar import CalendarApi
+from dws_workshop.emulator.compute_rules import validate_location, validate_name, validate_policy
+from dws_workshop.emulator.compute_state import ComputeState, OperationError, OperationRecord, Scope
 from dws_workshop.emulator.config import (
+    CalendarReview,
     ComputeMethodName,
     EmulatorConfig,
     MethodFaults,
@@ -45,6 +49,7 @@ from dws_workshop.emulator.config import (
 from dws_workshop.emulator.ruleids import behaviour
 
 _REGION = "/compute/v1/projects/{project}/regions/{region}"
+_ZONE = "/compute/v1/projects/{project}/zones/{zone}"
 #: Compute's `wait` returns when the operation is DONE or after about two minutes.
 WAIT_LIMIT_SECONDS = 120.0
 #: A fault's gRPC code name -> the HTTP status, error reason and operation error code
@@ -67,18 +72,6 @@ _FAULTS: dict[str, tuple[int, str, str]] = {
     "UNAVAILABLE": (503, "backendError", "SERVICE_UNAVAILABLE"),
     "DEADLINE_EXCEEDED": (504, "deadlineExceeded", "DEADLINE_EXCEEDED"),
 }
-
-
-def to_json(message: Any) -> dict[str, Any]:
-    """A proto-plus message as Compute writes it: camelCase names, enums by name."""
-    return dict(
-        type(message).to_dict(
-            message,
-            use_integers_for_enums=False,
-            preserving_proto_field_name=False,
-            always_print_fields_with_no_presence=False,
-        )
-    )
 
 
 class ComputeBindError(OSError):
@@ -107,15 +100,7 @@ class ComputeCall:
         return self.status < 400
 
 
-@dataclass
-class _Request:
-    params: dict[str, str]
-    query: dict[str, str]
-    text: str
-    faults: MethodFaults
-    body: dict[str, Any] | None = field(default=None)
-
-
+_Request = ComputeRequest
 Answer = Callable[[_Request], Awaitable[dict[str, Any]]]
 
 
@@ -168,6 +153,21 @@ class ComputeEmulator(CallLog[ComputeCall]):
         )
         app.router.add_get(operations, self._route("regionOperations.get", self._operation))
         app.router.add_post(f"{operations}/wait", self._route("regionOperations.wait", self._wait))
+        calendar = CalendarApi(self._state, self._lock, self._latency, self._operation_error)
+        bookings = f"{_ZONE}/futureReservations"
+        booking = f"{bookings}/{{name}}"
+        zone_operations = f"{_ZONE}/operations/{{name}}"
+        app.router.add_post(bookings, self._route("futureReservations.insert", calendar.insert))
+        app.router.add_get(bookings, self._route("futureReservations.list", calendar.list))
+        app.router.add_get(booking, self._route("futureReservations.get", calendar.get))
+        app.router.add_delete(booking, self._route("futureReservations.delete", calendar.delete))
+        app.router.add_post(
+            f"{booking}/cancel", self._route("futureReservations.cancel", calendar.cancel)
+        )
+        app.router.add_get(zone_operations, self._route("zoneOperations.get", self._operation))
+        app.router.add_post(
+            f"{zone_operations}/wait", self._route("zoneOperations.wait", self._wait)
+        )
         app.router.add_route("*", "/{tail:.*}", self._unknown)
         # A `wait` in flight must not hold up shutdown for aiohttp's default minute.
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
@@ -208,6 +208,36 @@ class ComputeEmulator(CallLog[ComputeCall]):
             self._state.advance()
             return [(p, r, _clone(rec.policy)) for (p, r, _), rec in self._state.policies.items()]
 
+    def bookings(self) -> list[tuple[str, str, compute_v1.FutureReservation]]:
+        """Every future reservation, as (project, zone, request), as `get` sees it now."""
+        with self._lock:
+            self._state.advance()
+            return [
+                (b.project, b.zone, _clone_booking(b.reservation))
+                for b in self._state.calendar.bookings.values()
+            ]
+
+    def set_calendar_review(self, review: CalendarReview) -> None:
+        """How Google's review answers requests submitted from now on."""
+        with self._lock:
+            self.config.calendar_review = review
+
+    def reservation_window(self, project: str, zone: str, name: str) -> Window | None:
+        """The window of `name` if a calendar-mode request here delivers it (whether it
+        has started, is on or has ended); None for a reservation the emulator does not
+        hold (one the test or the user made elsewhere)."""
+        with self._lock:
+            self._state.advance()
+            for booking in self._state.calendar.bookings.values():
+                if (booking.project, booking.zone, booking.delivered_name) == (project, zone, name):
+                    return booking.window
+            return None
+
+    def reservation_active(self, project: str, zone: str, name: str) -> bool:
+        """Whether `name` is a reservation a calendar-mode request delivered, in its window."""
+        with self._lock:
+            return self._state.calendar.active(project, zone, name) is not None
+
     # Methods ----------------------------------------------------------------
 
     async def _insert(self, request: _Request) -> dict[str, Any]:
@@ -245,7 +275,7 @@ class ComputeEmulator(CallLog[ComputeCall]):
 
     async def _list(self, request: _Request) -> dict[str, Any]:
         project, region = request.params["project"], request.params["region"]
-        size = _page_size(request.query.get("maxResults", ""))
+        size = page_size(request.query.get("maxResults", ""))
         token = request.query.get("pageToken") or "0"
         if not token.isdigit():
             raise ComputeApiError(
@@ -299,9 +329,11 @@ class ComputeEmulator(CallLog[ComputeCall]):
             # Short naps, so a clock driven by hand (tests) is followed closely.
             await asyncio.sleep(min(max(remaining, 0.005), 0.25))
 
-    def _find_operation(self, request: _Request) -> RegionOperationRecord:
+    def _find_operation(self, request: _Request) -> OperationRecord:
         params = request.params
-        return self._state.operation(params["project"], params["region"], params["name"])
+        scope: Scope = "zones" if "zone" in params else "regions"
+        location = params["zone"] if scope == "zones" else params["region"]
+        return self._state.operation(params["project"], location, params["name"], scope)
 
     # Serving ----------------------------------------------------------------
 
@@ -325,7 +357,12 @@ class ComputeEmulator(CallLog[ComputeCall]):
                 with self._lock:
                     if self._draw(method, faults.error_rate):
                         raise _injected(method, faults)
-                    validate_location(request.params["project"], request.params["region"])
+                    params = request.params
+                    if "zone" in params:
+                        validate_location(params["project"], params["zone"].rsplit("-", 1)[0])
+                        validate_zone(params["zone"])
+                    else:
+                        validate_location(params["project"], params["region"])
                     self._state.advance()
                 response = await answer(request)
             except ComputeApiError as error:
@@ -402,19 +439,14 @@ def _clone(policy: compute_v1.ResourcePolicy) -> compute_v1.ResourcePolicy:
     return cast("compute_v1.ResourcePolicy", kind.deserialize(kind.serialize(policy)))
 
 
+def _clone_booking(reservation: compute_v1.FutureReservation) -> compute_v1.FutureReservation:
+    kind = compute_v1.FutureReservation
+    return cast("compute_v1.FutureReservation", kind.deserialize(kind.serialize(reservation)))
+
+
 def _json_or_none(text: str) -> dict[str, Any] | None:
     try:
         body = json.loads(text) if text.strip() else None
     except ValueError:
         return None
     return body if isinstance(body, dict) else None
-
-
-@behaviour("CE-LIST-PAGE-SIZE")
-def _page_size(value: str) -> int:
-    # Compute caps maxResults at 500, which is also its default.
-    try:
-        size = int(value)
-    except ValueError:
-        return 500
-    return min(max(size, 1), 500)

@@ -15,7 +15,7 @@ import re
 
 from google.cloud import compute_v1
 
-from dws_workshop.emulator.compute_state import ComputeApiError
+from dws_workshop.emulator.compute_api import ComputeApiError
 
 #: RFC 1035, 1 to 63 characters, as Compute documents for every resource name.
 NAME_PATTERN = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"

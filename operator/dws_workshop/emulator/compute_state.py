@@ -15,13 +15,23 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Literal
 
 from google.cloud import compute_v1
 
+from dws_workshop.emulator.calendar import CalendarState, future_reservation_path
+from dws_workshop.emulator.calendar_rules import validate_future_reservation
 from dws_workshop.emulator.clock import PENDING_SHARE, now_rfc3339
+from dws_workshop.emulator.compute_api import (
+    COMPUTE_ROOT,
+    already_exists,
+    in_use,
+    not_found,
+    not_ready,
+)
+from dws_workshop.emulator.config import CalendarReview
+from dws_workshop.emulator.ruleids import behaviour
 
-COMPUTE_ROOT = "https://www.googleapis.com/compute/v1"
 Operation = compute_v1.Operation
 # mypy reads proto-plus enum members as plain ints; calling the enum gives typed members.
 PENDING = Operation.Status(Operation.Status.PENDING)
@@ -31,60 +41,11 @@ CREATING = "CREATING"
 READY = "READY"
 DELETING = "DELETING"
 
+Scope = Literal["regions", "zones"]
 #: (project, region, name) of a resource policy.
 PolicyKey = tuple[str, str, str]
 #: The resources (as Compute paths) that use a policy, given its key.
 Users = Callable[[str, str, str], list[str]]
-
-
-class ComputeApiError(Exception):
-    """A Compute call answered with an HTTP error status and Google's JSON error body."""
-
-    def __init__(self, status: int, reason: str, message: str, *, rule: str) -> None:
-        self.status = status
-        self.reason = reason
-        self.message = message
-        #: The RULES.md id of the rule this answer enforces.
-        self.rule = rule
-        super().__init__(f"{status} {reason}: {message}")
-
-    def body(self) -> dict[str, Any]:
-        """`{"error": {code, message, errors: [{message, domain, reason}]}}`, as Compute answers."""
-        return {
-            "error": {
-                "code": self.status,
-                "message": self.message,
-                "errors": [{"message": self.message, "domain": "global", "reason": self.reason}],
-            }
-        }
-
-
-def not_found(resource: str) -> ComputeApiError:
-    return ComputeApiError(
-        404, "notFound", f"The resource '{resource}' was not found", rule="CE-NOT-FOUND"
-    )
-
-
-def already_exists(resource: str) -> ComputeApiError:
-    return ComputeApiError(
-        409, "alreadyExists", f"The resource '{resource}' already exists", rule="CE-ALREADY-EXISTS"
-    )
-
-
-def not_ready(resource: str) -> ComputeApiError:
-    return ComputeApiError(
-        400, "resourceNotReady", f"The resource '{resource}' is not ready", rule="CE-NOT-READY"
-    )
-
-
-def in_use(resource: str, user: str) -> ComputeApiError:
-    # Compute's wording for any resource another one still references (disks, addresses...).
-    return ComputeApiError(
-        400,
-        "resourceInUseByAnotherResource",
-        f"The resource_policy resource '{resource}' is already being used by '{user}'",
-        rule="CE-POLICY-IN-USE",
-    )
 
 
 @dataclass(frozen=True)
@@ -114,19 +75,27 @@ class PolicyRecord:
 
 
 @dataclass
-class RegionOperationRecord:
+class OperationRecord:
+    """A region operation (resource policies) or a zone operation (future reservations)."""
+
     project: str
-    region: str
+    #: The region or zone, as `scope` says.
+    location: str
     operation: Operation
     running_at: float
     done_at: float
     on_success: Callable[[], None]
     on_failure: Callable[[], None]
     error: OperationError | None = None
+    scope: Scope = "regions"
+    #: The insert's `requestId`: a repeated one is answered with this operation.
+    request_id: str = ""
 
     @property
     def path(self) -> str:
-        return f"projects/{self.project}/regions/{self.region}/operations/{self.operation.name}"
+        return (
+            f"projects/{self.project}/{self.scope}/{self.location}/operations/{self.operation.name}"
+        )
 
     @property
     def done(self) -> bool:
@@ -134,10 +103,17 @@ class RegionOperationRecord:
 
 
 class ComputeState:
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        calendar_now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        review: Callable[[], CalendarReview] = CalendarReview,
+    ) -> None:
         self.clock = clock
         self.policies: dict[PolicyKey, PolicyRecord] = {}
-        self.operations: list[RegionOperationRecord] = []
+        self.operations: list[OperationRecord] = []
+        #: Future reservations in calendar mode, on the simulated clock.
+        self.calendar = CalendarState(calendar_now, review)
         self.users: Users = lambda project, region, name: []
         # Compute ids are 64-bit numbers; any unique ones will do.
         self._ids = itertools.count(7_000_000_000_000_000_001)
@@ -151,11 +127,86 @@ class ComputeState:
     def region_policies(self, project: str, region: str) -> list[PolicyRecord]:
         return [r for (p, g, _), r in sorted(self.policies.items()) if (p, g) == (project, region)]
 
-    def operation(self, project: str, region: str, name: str) -> RegionOperationRecord:
+    def operation(
+        self, project: str, location: str, name: str, scope: Scope = "regions"
+    ) -> OperationRecord:
         for record in self.operations:
-            if (record.project, record.region, record.operation.name) == (project, region, name):
+            found = (record.project, record.scope, record.location, record.operation.name)
+            if found == (project, scope, location, name):
                 return record
-        raise not_found(f"projects/{project}/regions/{region}/operations/{name}")
+        raise not_found(f"projects/{project}/{scope}/{location}/operations/{name}")
+
+    @behaviour("CE-REQUEST-ID")
+    def insert_booking(
+        self,
+        project: str,
+        zone: str,
+        reservation: compute_v1.FutureReservation,
+        request_id: str,
+        latency: float,
+        error: OperationError | None,
+    ) -> Operation:
+        """Insert a calendar-mode request (checked already). A `requestId` seen before is
+        answered with the operation it started, and nothing is inserted again."""
+        self.advance()
+        if request_id:
+            for record in self.operations:
+                if (record.project, record.request_id) == (project, request_id):
+                    return _copy(record.operation)
+        key = (project, zone, reservation.name)
+        if key in self.calendar.bookings:
+            raise already_exists(future_reservation_path(*key))
+        window = validate_future_reservation(reservation, zone, self.calendar.now())
+        booking = self.calendar.add(project, zone, reservation, window, next(self._ids))
+
+        def failed() -> None:
+            self.calendar.remove(key)
+
+        return self._start(
+            "insert",
+            project,
+            zone,
+            booking.reservation,
+            latency,
+            lambda: None,
+            failed,
+            error,
+            scope="zones",
+            request_id=request_id,
+        )
+
+    def delete_booking(
+        self, project: str, zone: str, name: str, latency: float, error: OperationError | None
+    ) -> Operation:
+        booking = self.calendar.check_delete(project, zone, name)
+        key = booking.key
+        return self._start(
+            "delete",
+            project,
+            zone,
+            booking.reservation,
+            latency,
+            lambda: self.calendar.remove(key),
+            lambda: None,
+            error,
+            scope="zones",
+        )
+
+    def cancel_booking(
+        self, project: str, zone: str, name: str, latency: float, error: OperationError | None
+    ) -> Operation:
+        booking = self.calendar.cancel(project, zone, name)
+        return self._start(
+            "cancel",
+            project,
+            zone,
+            booking.reservation,
+            latency,
+            lambda: None,
+            lambda: None,
+            error,
+            scope="zones",
+        )
 
     def insert(
         self,
@@ -210,17 +261,20 @@ class ComputeState:
         self,
         kind: str,
         project: str,
-        region: str,
-        target: compute_v1.ResourcePolicy,
+        location: str,
+        target: compute_v1.ResourcePolicy | compute_v1.FutureReservation,
         latency: float,
         on_success: Callable[[], None],
         on_failure: Callable[[], None],
         error: OperationError | None,
+        *,
+        scope: Scope = "regions",
+        request_id: str = "",
     ) -> Operation:
         started = self.clock()
         number = next(self._ids)
         name = f"operation-{int(datetime.now(UTC).timestamp() * 1000)}-{number:016x}"
-        region_link = f"{COMPUTE_ROOT}/projects/{project}/regions/{region}"
+        location_link = f"{COMPUTE_ROOT}/projects/{project}/{scope}/{location}"
         operation = Operation(
             kind="compute#operation",
             id=number,
@@ -232,13 +286,18 @@ class ComputeState:
             progress=0,
             user="emulator@dws-operator.invalid",
             insert_time=now_rfc3339(),
-            self_link=f"{region_link}/operations/{name}",
-            region=region_link,
+            self_link=f"{location_link}/operations/{name}",
         )
+        if scope == "zones":
+            operation.zone = location_link
+        else:
+            operation.region = location_link
         self.operations.append(
-            RegionOperationRecord(
+            OperationRecord(
                 project=project,
-                region=region,
+                location=location,
+                scope=scope,
+                request_id=request_id,
                 operation=operation,
                 running_at=started + latency * PENDING_SHARE,
                 done_at=started + latency,
@@ -249,12 +308,16 @@ class ComputeState:
         )
         # Answered as made, PENDING: a copy taken before `advance`, which may already
         # move the record on if this thread lost the CPU since `started` was read.
-        made: Operation = type(operation).deserialize(type(operation).serialize(operation))
+        made = _copy(operation)
         self.advance()
         return made
 
     def advance(self) -> None:
-        """Move every operation whose time has come, oldest first."""
+        """Move every operation whose time has come, oldest first; then the calendar."""
+        self._advance_operations()
+        self.calendar.advance()
+
+    def _advance_operations(self) -> None:
         now = self.clock()
         for record in self.operations:
             if record.done:
@@ -265,7 +328,7 @@ class ComputeState:
                 record.operation.status = RUNNING
                 record.operation.start_time = now_rfc3339()
 
-    def _finish(self, record: RegionOperationRecord) -> None:
+    def _finish(self, record: OperationRecord) -> None:
         operation = record.operation
         if not operation.start_time:
             operation.start_time = now_rfc3339()
@@ -282,6 +345,11 @@ class ComputeState:
         operation.http_error_status_code = error.http_status
         operation.http_error_message = _HTTP_PHRASES.get(error.http_status, "ERROR")
         record.on_failure()
+
+
+def _copy(operation: Operation) -> Operation:
+    copied: Operation = type(operation).deserialize(type(operation).serialize(operation))
+    return copied
 
 
 _HTTP_PHRASES = {

@@ -75,6 +75,13 @@ ComputeMethodName = Literal[
     "resourcePolicies.delete",
     "regionOperations.get",
     "regionOperations.wait",
+    "futureReservations.insert",
+    "futureReservations.get",
+    "futureReservations.list",
+    "futureReservations.cancel",
+    "futureReservations.delete",
+    "zoneOperations.get",
+    "zoneOperations.wait",
 ]
 COMPUTE_METHODS: tuple[ComputeMethodName, ...] = get_args(ComputeMethodName)
 
@@ -207,6 +214,15 @@ class ClusterConfig(EmulatorModel):
         return [f"{self.region}-{suffix}" for suffix in "abc"]
 
 
+class CalendarReview(EmulatorModel):
+    """How Google's review answers a submitted calendar-mode request (Google publishes
+    neither how long it takes nor why it declines: both are the scenario's)."""
+
+    #: Simulated seconds from the submit to the answer.
+    review_seconds: Seconds = 600.0
+    outcome: Literal["approve", "decline"] = "approve"
+
+
 class EmulatorConfig(EmulatorModel):
     seed: int = 0
     #: Real seconds an operation takes, unless `operation_durations` names its method.
@@ -234,6 +250,8 @@ class EmulatorConfig(EmulatorModel):
     #: Faults of the Compute API. gRPC code names map to the HTTP status and error
     #: reason Compute answers with (UNAVAILABLE: 503 backendError, and so on).
     compute_faults: dict[ComputeMethodName, MethodFaults] = Field(default_factory=dict)
+    #: Google's review of calendar-mode requests (future reservations).
+    calendar_review: CalendarReview = Field(default_factory=CalendarReview)
 
     @field_validator("operation_durations", mode="before")
     @classmethod

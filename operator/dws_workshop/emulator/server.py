@@ -93,7 +93,7 @@ class ClusterManagerEmulator(CallLog[CallRecord]):
         limit = self.config.api_rate_limit
         self._rate_limit = ProjectRateLimit(limit, self.sim_clock.now) if limit else None
         self._lock = threading.RLock()
-        compute = ComputeState(clock)
+        compute = ComputeState(clock, self.sim_clock.utc, lambda: self.config.calendar_review)
         self._state = ClusterManagerState(self.config, clock, compute)
         self.compute = ComputeEmulator(
             self.config, compute, self._lock, host=host, port=compute_port, clock=clock

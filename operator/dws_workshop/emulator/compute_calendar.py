@@ -1,0 +1,134 @@
+"""The emulated `futureReservations` methods (calendar mode) at Compute's own paths:
+`/compute/v1/projects/P/zones/Z/futureReservations[/NAME[/cancel]]`.
+
+insert (with `requestId`), get, list, cancel and delete; each change is a zone
+operation, served by `ComputeEmulator` with the region ones. The state and its rules
+are `calendar.py`, `calendar_rules.py` and `compute_state.py`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from google.cloud import compute_v1
+from google.protobuf import json_format
+
+from dws_workshop.emulator.calendar_rules import validate_request_id
+from dws_workshop.emulator.compute_api import (
+    COMPUTE_ROOT,
+    ComputeApiError,
+    ComputeRequest,
+    page_size,
+    to_json,
+)
+from dws_workshop.emulator.compute_rules import validate_name
+from dws_workshop.emulator.compute_state import ComputeState, OperationError
+from dws_workshop.emulator.config import MethodFaults
+
+
+class CalendarApi:
+    """Handlers of the futureReservations methods, on the emulator's state and lock."""
+
+    def __init__(
+        self,
+        state: ComputeState,
+        lock: threading.RLock,
+        latency: Callable[[str], float],
+        operation_error: Callable[[str, MethodFaults], OperationError | None],
+    ) -> None:
+        self._state = state
+        self._lock = lock
+        self._latency = latency
+        self._operation_error = operation_error
+
+    async def insert(self, request: ComputeRequest) -> dict[str, Any]:
+        if not request.text.strip():
+            raise ComputeApiError(
+                400,
+                "required",
+                "Required field 'resource' not specified",
+                rule="CE-RESOURCE-REQUIRED",
+            )
+        try:
+            reservation = compute_v1.FutureReservation.from_json(request.text)
+        except json_format.ParseError as error:
+            raise ComputeApiError(
+                400, "invalid", f"Invalid JSON payload received. {error}", rule="CE-INVALID-JSON"
+            ) from error
+        request_id = request.query.get("requestId", "")
+        if request_id:
+            validate_request_id(request_id)
+        method = "futureReservations.insert"
+        with self._lock:
+            operation = self._state.insert_booking(
+                request.params["project"],
+                request.params["zone"],
+                reservation,
+                request_id,
+                self._latency(method),
+                self._operation_error(method, request.faults),
+            )
+            return to_json(operation)
+
+    async def get(self, request: ComputeRequest) -> dict[str, Any]:
+        project, zone, name = _key(request)
+        with self._lock:
+            return to_json(self._state.calendar.booking(project, zone, name).reservation)
+
+    async def list(self, request: ComputeRequest) -> dict[str, Any]:
+        project, zone = request.params["project"], request.params["zone"]
+        size = page_size(request.query.get("maxResults", ""))
+        token = request.query.get("pageToken") or "0"
+        if not token.isdigit():
+            raise ComputeApiError(
+                400,
+                "invalid",
+                f"Invalid value for field 'pageToken': '{token}'.",
+                rule="CE-PAGE-TOKEN",
+            )
+        start = int(token)
+        link = f"{COMPUTE_ROOT}/projects/{project}/zones/{zone}/futureReservations"
+        with self._lock:
+            records = self._state.calendar.zone_bookings(project, zone)
+            answer: dict[str, Any] = {
+                "kind": "compute#futureReservationsListResponse",
+                "id": f"projects/{project}/zones/{zone}/futureReservations",
+                "items": [to_json(r.reservation) for r in records[start : start + size]],
+                "selfLink": link,
+            }
+            if start + size < len(records):
+                answer["nextPageToken"] = str(start + size)
+            return answer
+
+    async def cancel(self, request: ComputeRequest) -> dict[str, Any]:
+        project, zone, name = _key(request)
+        method = "futureReservations.cancel"
+        with self._lock:
+            operation = self._state.cancel_booking(
+                project,
+                zone,
+                name,
+                self._latency(method),
+                self._operation_error(method, request.faults),
+            )
+            return to_json(operation)
+
+    async def delete(self, request: ComputeRequest) -> dict[str, Any]:
+        project, zone, name = _key(request)
+        method = "futureReservations.delete"
+        with self._lock:
+            operation = self._state.delete_booking(
+                project,
+                zone,
+                name,
+                self._latency(method),
+                self._operation_error(method, request.faults),
+            )
+            return to_json(operation)
+
+
+def _key(request: ComputeRequest) -> tuple[str, str, str]:
+    validate_name("futureReservation", request.params["name"])
+    return request.params["project"], request.params["zone"], request.params["name"]
