@@ -8,6 +8,9 @@ from typing import Any
 from tests.builders import gpu, tpu
 
 #: (case, make_spec kwargs, field the error must name, words the Python message contains)
+#: A calendar-mode block (DWS Calendar) that Compute would book.
+BLOCK = {"startTime": "2030-01-06T08:00:00Z", "duration": "72h"}
+
 INVALID: list[tuple[str, dict[str, Any], str, str]] = [
     (
         "tpu-two-zones",
@@ -315,6 +318,107 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "spec.nodePool.name",
         "at most 37 characters with fallback steps",
     ),
+    # DWS Calendar mode: what Compute books in calendar mode.
+    (
+        "calendar-without-its-block",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "mode": "Calendar",
+            "provisioning": {"zones": ["us-east5-a"]},
+        },
+        "spec.provisioning.calendar",
+        "required when mode is Calendar",
+    ),
+    (
+        "calendar-block-in-another-mode",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "mode": "OnDemand",
+            "provisioning": {"calendar": BLOCK},
+        },
+        "spec.provisioning.calendar",
+        "not allowed otherwise",
+    ),
+    (
+        "calendar-two-zones",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "mode": "Calendar",
+            "provisioning": {"zones": ["us-east5-a", "us-east5-b"], "calendar": BLOCK},
+        },
+        "spec.provisioning.zones",
+        "exactly one zone",
+    ),
+    (
+        "calendar-half-a-day",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "mode": "Calendar",
+            "provisioning": {"zones": ["us-east5-a"], "calendar": {**BLOCK, "duration": "12h"}},
+        },
+        "spec.provisioning.calendar.duration",
+        "1 to 90 days",
+    ),
+    (
+        "calendar-91-days",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "mode": "Calendar",
+            "provisioning": {"zones": ["us-east5-a"], "calendar": {**BLOCK, "duration": "2184h"}},
+        },
+        "spec.provisioning.calendar.duration",
+        "1 to 90 days",
+    ),
+    (
+        "calendar-stop-longer-than-a-day",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "mode": "Calendar",
+            "provisioning": {"zones": ["us-east5-a"], "calendar": {**BLOCK, "stopBefore": "25h"}},
+        },
+        "spec.provisioning.calendar.stopBefore",
+        "at most 24h",
+    ),
+    (
+        "calendar-81-gpu-vms",
+        {
+            "accelerator": gpu("nvidia-h100-80gb", nodes=81),
+            "mode": "Calendar",
+            "provisioning": {"zones": ["us-east5-a"], "calendar": BLOCK},
+        },
+        "spec.accelerator.gpu.nodes",
+        "at most 80",
+    ),
+    (
+        "calendar-v6e-where-not-served",
+        {
+            "accelerator": tpu("v6e", "4x4"),
+            "mode": "Calendar",
+            "provisioning": {"zones": ["us-central1-a"], "calendar": BLOCK},
+        },
+        "spec.provisioning.zones",
+        "books TPU v6e in asia-northeast1-b, us-east5-a, us-east5-b",
+    ),
+    (
+        "calendar-v5p-192-chips",
+        {
+            "accelerator": tpu("v5p", "4x4x12"),
+            "mode": "Calendar",
+            "provisioning": {"zones": ["us-east5-a"], "calendar": BLOCK},
+        },
+        "spec.accelerator.tpu.topology",
+        "is 192 chips",
+    ),
+    (
+        "calendar-two-slices",
+        {
+            "accelerator": tpu("v6e", "4x4", slices=2),
+            "mode": "Calendar",
+            "provisioning": {"zones": ["us-east5-a"], "calendar": BLOCK},
+        },
+        "spec.provisioning.mode",
+        "one slice on a node pool of its own",
+    ),
 ]
 
 #: Ladders whose broken step only the whole spec shows (the accelerator decides): the
@@ -373,6 +477,19 @@ INVALID_STEPS: list[tuple[str, dict[str, Any], str, str]] = [
         },
         "spec.provisioning.fallback[1].maxWaitDuration",
         "only the last step may wait forever",
+    ),
+    (
+        "ladder-calendar-as-a-fallback",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "mode": "FlexStart",
+            "provisioning": {
+                "zones": ["us-east5-a"],
+                "fallback": [{"mode": "Calendar", "maxWaitDuration": "1h"}],
+            },
+        },
+        "spec.provisioning.fallback[0].mode",
+        "only the first step",
     ),
 ]
 

@@ -258,10 +258,15 @@ def _node_pool(
     provisioning = spec.provisioning
     affinity = None
     if mode.reservation_affinity == ReservationAffinity.SPECIFIC_RESERVATION:
+        reservation = provisioning.reservation
+        if mode.mode == ProvisioningMode.CALENDAR:
+            # A calendar block's reservation is the one its booking delivers, named as
+            # the request's pool (`reconcile.booking`).
+            reservation = pool_name
         affinity = ReservationAffinityPlan(
             consume_reservation_type=mode.reservation_affinity,
             key=RESERVATION_NAME_KEY,
-            values=(provisioning.reservation or "",),
+            values=(reservation or "",),
         )
     elif mode.reservation_affinity is not None:
         affinity = ReservationAffinityPlan(consume_reservation_type=mode.reservation_affinity)

@@ -15,6 +15,7 @@ from typing import Any
 
 from dws_operator.api import API_VERSION, KIND, ProvisioningSpec, TrainingRequestSpec
 from dws_operator.catalog import MODE_SETTINGS
+from dws_operator.durations import parse_duration
 from dws_operator.identity import MANAGED_BY
 from dws_operator.kube_types import (
     EnvVar,
@@ -192,6 +193,13 @@ def pod_template(
         [_toleration(t) for t in plan.tolerations],
     )
     pod_spec["restartPolicy"] = "Never" if multi_host else "OnFailure"
+    block = spec.provisioning.calendar
+    if block is not None and "terminationGracePeriodSeconds" not in pod_spec:
+        # The workload is stopped this long before a calendar block ends: its pods get
+        # all of it to checkpoint after the SIGTERM, before the VMs go.
+        pod_spec["terminationGracePeriodSeconds"] = int(
+            parse_duration(block.stop_before).total_seconds()
+        )
     if subdomain is not None:
         pod_spec["subdomain"] = subdomain
     labels = labels_for(ref, {ATTEMPT_LABEL: str(attempt)})

@@ -12,6 +12,7 @@ from dws_operator.api.base import (
 )
 from dws_operator.api.spec import (
     AcceleratorSpec,
+    CalendarBlock,
     CleanupPolicy,
     FallbackStep,
     GpuSpec,
@@ -24,6 +25,8 @@ from dws_operator.api.status import (
     TERMINAL_PHASES,
     Attempt,
     AttemptOutcome,
+    BookingState,
+    BookingStatus,
     Condition,
     NodePoolStatus,
     ObjectReference,
@@ -47,6 +50,9 @@ __all__ = [
     "ApiModel",
     "Attempt",
     "AttemptOutcome",
+    "BookingState",
+    "BookingStatus",
+    "CalendarBlock",
     "CleanupPolicy",
     "Condition",
     "ContainerTemplate",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated
 
@@ -54,7 +55,9 @@ FORMAT_HINTS = {
     "name": "lowercase letters, digits and hyphens, starting with a letter",
     "queueName": "a DNS label: lowercase letters, digits and hyphens",
     "zones": "a zone such as us-east5-a",
-    "mode": "FlexStart, QueuedProvisioning, Spot, OnDemand or Reservation",
+    "mode": "FlexStart, QueuedProvisioning, Spot, OnDemand, Reservation or Calendar",
+    "duration": "hours, minutes and seconds, e.g. 72h or 2160h",
+    "stopBefore": "hours, minutes and seconds, e.g. 10m or 1h",
 }
 
 Zone = Annotated[str, StringConstraints(pattern=ZONE_PATTERN, max_length=63)]
@@ -174,6 +177,35 @@ class FallbackStep(ApiModel):
     )
 
 
+class CalendarBlock(ApiModel):
+    """A DWS Calendar-mode block: capacity booked ahead for a fixed window (a Compute
+    future reservation in calendar mode, in the one zone of `provisioning.zones`)."""
+
+    start_time: datetime = Field(
+        description=(
+            "When the block starts (RFC 3339, e.g. 2026-12-01T08:00:00Z). The nodes come "
+            "then and the workload starts on them."
+        )
+    )
+    duration: str = Field(
+        pattern=DURATION_PATTERN,
+        min_length=2,
+        max_length=32,
+        description="How long the block lasts: 24h to 2160h (1 to 90 days), e.g. 72h.",
+    )
+    stop_before: str = Field(
+        "10m",
+        pattern=DURATION_PATTERN,
+        min_length=2,
+        max_length=32,
+        description=(
+            "How long before the block ends the workload is told to stop (SIGTERM): its "
+            "pods get this long to checkpoint and exit (their terminationGracePeriodSeconds) "
+            "before Compute takes the VMs back at the end. More than 0s, at most 24h."
+        ),
+    )
+
+
 class ProvisioningSpec(ApiModel):
     """How capacity is obtained: the first step of the capacity ladder, and the steps to
     fall back on. Immutable after creation."""
@@ -183,9 +215,18 @@ class ProvisioningSpec(ApiModel):
             "FlexStart (DWS flex-start: wait for capacity, up to 7 days of run time), "
             "QueuedProvisioning (DWS flex-start with queued provisioning: the whole slice or "
             "nothing, through a ProvisioningRequest and Kueue), "
-            "Spot (preemptible, restarted up to maxRestarts), OnDemand, or Reservation "
-            "(a specific, e.g. calendar-mode, reservation)."
+            "Spot (preemptible, restarted up to maxRestarts), OnDemand, Reservation "
+            "(a specific reservation you made), or Calendar (DWS Calendar mode: the operator "
+            "books a block for `calendar` and runs on it)."
         )
+    )
+    calendar: CalendarBlock | None = Field(
+        None,
+        description=(
+            "The block to book: required with mode Calendar, not allowed otherwise. "
+            "Booking commits the project to pay for the block, so it is submitted only "
+            "once spec.approveBooking is true (unless the operator books without approval)."
+        ),
     )
     max_wait_duration: str = Field(
         "24h",
@@ -244,6 +285,7 @@ class ProvisioningSpec(ApiModel):
                     "mode": step.mode,
                     "zones": step.zones,
                     "reservation": step.reservation,
+                    "calendar": None,
                     "max_wait_duration": step.max_wait_duration or self.max_wait_duration,
                     "fallback": None,
                 }
@@ -312,6 +354,15 @@ class TrainingRequestSpec(ApiModel):
         description=(
             "Restarts after preemption or node loss. Default: 6 for Spot (as Vertex AI), "
             "0 otherwise."
+        ),
+    )
+    approve_booking: bool = Field(
+        False,
+        description=(
+            "Approve the Calendar-mode booking the request shows in status.booking: only then "
+            "is it submitted to Compute (a submitted booking is reviewed by Google and, once "
+            "approved, cannot be cancelled). Setting it back to false does not withdraw a "
+            "booking already submitted."
         ),
     )
     checkpoint_dir: str | None = Field(

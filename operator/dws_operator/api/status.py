@@ -115,6 +115,45 @@ class Attempt(ApiModel):
     message: str | None = Field(None, max_length=4096, description="Why the step ended.")
 
 
+class BookingState(StrEnum):
+    """Where a Calendar-mode booking is."""
+
+    #: Worked out, waiting for spec.approveBooking before it is submitted.
+    AWAITING_APPROVAL = "AwaitingApproval"
+    #: Sent to Compute (once per request: its requestId is derived from the uid).
+    SUBMITTED = "Submitted"
+    #: Compute says Google is reviewing it (PENDING_APPROVAL).
+    UNDER_REVIEW = "UnderReview"
+    #: Approved: the block is booked and will be delivered at its start.
+    APPROVED = "Approved"
+    #: The reservation is there: the block is on.
+    DELIVERED = "Delivered"
+    #: The block's end time has passed.
+    ENDED = "Ended"
+    #: Google declined it, or Compute failed or cancelled it.
+    DECLINED = "Declined"
+    #: The request was deleted before Google's answer and the booking was cancelled.
+    CANCELLED = "Cancelled"
+
+
+class BookingStatus(ApiModel):
+    """The Calendar-mode block the request books (a Compute future reservation)."""
+
+    name: str = Field(description="The future reservation (and the reservation it delivers).")
+    zone: str = Field(description="Its zone.")
+    start_time: datetime = Field(description="When the block starts.")
+    end_time: datetime = Field(description="When the block ends and Compute takes the VMs back.")
+    count: int = Field(ge=1, description="What it reserves: VMs (GPU) or chips (TPU).")
+    unit: Literal["VMs", "chips"] = Field(description="VMs or chips.")
+    machine_type: str = Field(description="Machine type of the reserved VMs.")
+    state: BookingState = Field(description="AwaitingApproval, Submitted, UnderReview...")
+    procurement_status: str | None = Field(
+        None, description="Compute's procurementStatus when last read."
+    )
+    submitted_at: datetime | None = Field(None, description="When it was submitted.")
+    approved_at: datetime | None = Field(None, description="When it was seen approved.")
+
+
 class ObjectReference(ApiModel):
     name: str = Field(description="Object name in the TrainingRequest's namespace.")
 
@@ -140,6 +179,9 @@ class TrainingRequestStatus(ApiModel):
     )
     service: ObjectReference | None = Field(
         None, description="The headless Service giving multi-host pods stable hostnames."
+    )
+    booking: BookingStatus | None = Field(
+        None, description="The Calendar-mode block booked for the request (mode Calendar)."
     )
     requested_at: datetime | None = Field(None, description="When capacity was requested.")
     provisioned_at: datetime | None = Field(None, description="When all nodes were ready.")

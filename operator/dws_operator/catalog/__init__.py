@@ -22,6 +22,10 @@ from dws_operator.catalog.gpu import (
     GpuType,
 )
 from dws_operator.catalog.modes import (
+    CALENDAR_MAX_DAYS,
+    CALENDAR_MAX_GPU_VMS,
+    CALENDAR_MIN_DAYS,
+    CALENDAR_TPU_CHIPS,
     MAX_RUN_DURATION_SECONDS,
     MODE_SETTINGS,
     NODE_POOL_LABEL_KEY,
@@ -48,6 +52,10 @@ from dws_operator.catalog.tpu import (
 )
 
 __all__ = [
+    "CALENDAR_MAX_DAYS",
+    "CALENDAR_MAX_GPU_VMS",
+    "CALENDAR_MIN_DAYS",
+    "CALENDAR_TPU_CHIPS",
     "GPU_ACCELERATORS",
     "GPU_ACCELERATOR_LABEL_KEY",
     "GPU_DRIVER_LABEL_KEY",

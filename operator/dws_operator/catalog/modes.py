@@ -32,6 +32,18 @@ class ProvisioningMode(StrEnum):
     SPOT = "Spot"
     ON_DEMAND = "OnDemand"
     RESERVATION = "Reservation"
+    #: DWS Calendar mode: a block booked ahead (a Compute future reservation in calendar
+    #: mode), its pool on the reservation Compute delivers at the block's start.
+    CALENDAR = "Calendar"
+
+
+#: A calendar-mode block lasts 1 to 90 days (Compute's calendar-mode page).
+CALENDAR_MIN_DAYS = 1
+CALENDAR_MAX_DAYS = 90
+#: At most this many GPU VMs in one calendar-mode request.
+CALENDAR_MAX_GPU_VMS = 80
+#: The TPU chip counts one calendar-mode request may reserve.
+CALENDAR_TPU_CHIPS = (1, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
 class ReservationAffinity(StrEnum):
@@ -107,6 +119,12 @@ MODE_SETTINGS: dict[ProvisioningMode, ModeSettings] = {
         ModeSettings(mode=ProvisioningMode.ON_DEMAND),
         ModeSettings(
             mode=ProvisioningMode.RESERVATION,
+            reservation_affinity=ReservationAffinity.SPECIFIC_RESERVATION,
+        ),
+        # The delivered reservation is a specific one like any other (GKE's calendar-mode
+        # TPU how-to: --reservation-affinity=specific --reservation=NAME).
+        ModeSettings(
+            mode=ProvisioningMode.CALENDAR,
             reservation_affinity=ReservationAffinity.SPECIFIC_RESERVATION,
         ),
     )

@@ -92,6 +92,12 @@ class TpuGeneration:
     #: The only boot disk types its TPU VMs take (Cloud TPU's table "TPU support for
     #: Hyperdisk and Persistent Disk"). Empty: none documented, any is sent.
     boot_disk_types: tuple[str, ...] = ()
+    #: Compute's VM family of the generation's calendar-mode (DWS Calendar) blocks
+    #: (`aggregateReservation.vmFamily`); None: calendar mode does not serve it.
+    calendar_family: str | None = None
+    #: Zones where calendar mode serves the generation for training (workload type
+    #: BATCH), as Cloud TPU's calendar-mode page lists them (read 2026-11-27).
+    calendar_zones: tuple[str, ...] = ()
 
     def machine_type(self, name: str) -> TpuMachineType | None:
         return next((m for m in self.machine_types if m.name == name), None)
@@ -175,6 +181,8 @@ TPU_GENERATIONS: dict[TpuVersion, TpuGeneration] = {
             dimensions=2,
             flex_start_zones=("us-west4-a",),
             boot_disk_types=("pd-balanced",),
+            calendar_family="VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT5LP",
+            calendar_zones=("us-west4-b",),
         ),
         TpuGeneration(
             version=TpuVersion.V5P,
@@ -192,6 +200,8 @@ TPU_GENERATIONS: dict[TpuVersion, TpuGeneration] = {
             ),
             flex_start_zones=("us-east5-a",),
             boot_disk_types=("pd-balanced",),
+            calendar_family="VM_FAMILY_CLOUD_TPU_POD_SLICE_CT5P",
+            calendar_zones=("us-east5-a",),
         ),
         TpuGeneration(
             version=TpuVersion.V6E,
@@ -205,6 +215,8 @@ TPU_GENERATIONS: dict[TpuVersion, TpuGeneration] = {
             dimensions=2,
             flex_start_zones=("asia-northeast1-b", "us-east5-a", "us-east5-b"),
             boot_disk_types=("hyperdisk-balanced",),
+            calendar_family="VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E",
+            calendar_zones=("asia-northeast1-b", "us-east5-a", "us-east5-b"),
         ),
         TpuGeneration(
             version=TpuVersion.TPU7X,

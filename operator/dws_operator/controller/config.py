@@ -7,6 +7,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from dws_operator.api.base import DNS_LABEL_PATTERN
@@ -65,6 +66,24 @@ IDLE_SECONDS = 300.0
 ORPHAN_GRACE_SECONDS = 600.0
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class OperatorTime:
+    """The time the operator decides in: the wall clock, or (in process only: a sandbox
+    or a test) a simulated one running `factor` times faster, as the GKE emulator's does,
+    so a calendar block of days starts and ends in seconds on both sides."""
+
+    now: Callable[[], datetime] = _utc_now
+    #: Simulated seconds per real second: a decision's timers are that much shorter.
+    factor: float = 1.0
+
+    def real_seconds(self, seconds: float) -> float:
+        return seconds / self.factor
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     project: str
@@ -104,6 +123,10 @@ class OperatorConfig:
     #: How long a pool the operator made whose request is gone (an orphan, counted by
     #: `dws_orphaned_node_pools`) has had no Node before it is deleted.
     orphan_grace_seconds: float = ORPHAN_GRACE_SECONDS
+    #: Calendar-mode bookings are submitted without spec.approveBooking (DWS_BOOK_WITHOUT_APPROVAL).
+    book_without_approval: bool = False
+    #: The time decisions are made in; never read from the environment.
+    time: OperatorTime = field(default_factory=OperatorTime)
 
     def lease_settings(self) -> LeaseSettings | None:
         """This process's candidacy for the Lease, None without leader election."""
@@ -218,7 +241,15 @@ class OperatorConfig:
             log_format=log_format,
             pool_defaults=pool_defaults,
             orphan_grace_seconds=_orphan_grace(get),
+            book_without_approval=_book_without_approval(get),
         )
+
+
+def _book_without_approval(get: Callable[[str, str], str | None]) -> bool:
+    text = (get("book_without_approval", "DWS_BOOK_WITHOUT_APPROVAL") or "false").strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"DWS_BOOK_WITHOUT_APPROVAL={text!r} is not valid; use true or false")
+    return text == "true"
 
 
 def _pool_defaults(get: Callable[[str, str], str | None]) -> PoolDefaults:

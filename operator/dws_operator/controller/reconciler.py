@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from google.auth.exceptions import GoogleAuthError
 
 from dws_operator.api import Phase, TrainingRequestStatus
+from dws_operator.catalog import ProvisioningMode
 from dws_operator.controller.cache import Key
 from dws_operator.controller.events import EventPoster
 from dws_operator.controller.kube import Conflict, Invalid, WorkloadRejected
@@ -50,6 +51,8 @@ from dws_operator.reconcile import (
     AT_ONCE,
     HELD_BACK_SECONDS,
     Action,
+    BookingView,
+    CancelBooking,
     CancelPoolOperation,
     CreateJob,
     CreateNodePool,
@@ -62,6 +65,7 @@ from dws_operator.reconcile import (
     ReconcileConfig,
     RequestView,
     ScaleNodePoolToZero,
+    SubmitBooking,
     TakeOverNodePool,
     Tally,
     abandoned_pool_names,
@@ -73,6 +77,7 @@ from dws_operator.reconcile import (
 from dws_operator.zones import region_of
 
 if TYPE_CHECKING:
+    from dws_operator.gke.bookings import BookingClient
     from dws_operator.gke.policies import WorkloadPolicyClient
 
 log = logging.getLogger(__name__)
@@ -114,6 +119,7 @@ class Reconciler:
         metrics: OperatorMetrics | None = None,
         *,
         pool_defaults: PoolDefaults | None = None,
+        bookings: Callable[[], BookingClient] | None = None,
     ) -> None:
         self.sources = sources
         #: The operator's node settings, on every pool it renders (and so in each shape:
@@ -129,6 +135,9 @@ class Reconciler:
         # operator that never serves one must not need Compute credentials to start.
         self._connect_policies = policies
         self._policies: WorkloadPolicyClient | None = None
+        # Calendar-mode bookings, connected on first use as the policies are.
+        self._connect_bookings = bookings
+        self._bookings: BookingClient | None = None
         #: Workloads the API server refused, by request, until its next pass decides.
         self._refused: dict[Key, tuple[str, str]] = {}
         #: Pool names GKE said are absent, by the uid of a request being deleted.
@@ -292,7 +301,18 @@ class Reconciler:
         created = str((body.get("metadata") or {}).get("creationTimestamp") or "")
         observed = self._held_back(key, await observe(request, created, self.sources))
         refusal = self._refusal(key, observed)
-        return dataclasses.replace(observed, offer=offer, binding_lost=lost, refusal=refusal)
+        booking = await self._read_booking(request)
+        return dataclasses.replace(
+            observed, offer=offer, binding_lost=lost, refusal=refusal, booking=booking
+        )
+
+    async def _read_booking(self, request: RequestView) -> BookingView | None:
+        """The request's Calendar-mode booking as Compute has it (nothing watches
+        Compute: read on every pass of a request that books one)."""
+        where = booking_of(request)
+        if where is None:
+            return None
+        return await self._booking_client().read(*where)
 
     async def _ask_gke_for_unseen_pools(self, request: RequestView) -> None:
         """A deleted request is let go only on GKE's own word about each pool it may have
@@ -570,7 +590,28 @@ class Reconciler:
                 if not await self.kube.delete("services", *at, self.cache.uid("services", at)):
                     self.cache.remove_service(at)
                     return False
+            case SubmitBooking(booking=booking):
+                await self._booking_client().submit(booking)
+            case CancelBooking(name=name, zone=zone):
+                await self._booking_client().cancel(zone, name)
         return True
+
+    def _booking_client(self) -> BookingClient:
+        if self._bookings is None and self._connect_bookings is not None:
+            try:
+                self._bookings = self._connect_bookings()
+            except GoogleAuthError as error:
+                raise GkeError(
+                    retryable=False, reason="ComputeUnavailable", message=str(error)
+                ) from error
+        if self._bookings is None:
+            raise GkeError(
+                retryable=False,
+                reason="BookingUnavailable",
+                message="Calendar mode books through Compute, and this operator has no "
+                "Compute client",
+            )
+        return self._bookings
 
     def _create_step(self, key: Key, uid: str, name: str, plan: SlicePlan) -> Step:
         """The create call, made when the operation's turn comes. It holds the request's
@@ -619,6 +660,18 @@ class Reconciler:
 _PASS_WRITES: ContextVar[list[int] | None] = ContextVar("pass_writes", default=None)
 #: Actions whose pool operation adds the finalizer itself, when its turn comes.
 _HELD_BY_THEIR_OPERATION = (CreateNodePool, TakeOverNodePool, CancelPoolOperation)
+
+
+def booking_of(request: RequestView) -> tuple[str, str] | None:
+    """(zone, name) of the request's Calendar-mode booking; None when it books none."""
+    facts = request.facts
+    if request.status.booking is not None:
+        return request.status.booking.zone, request.status.booking.name
+    spec = facts.spec
+    if spec is None or spec.provisioning.mode != ProvisioningMode.CALENDAR:
+        return None
+    zones = spec.provisioning.zones or []
+    return (zones[0], facts.base_pool) if len(zones) == 1 else None
 
 
 def _pool_of(action: Action) -> str | None:

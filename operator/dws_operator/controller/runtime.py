@@ -19,7 +19,7 @@ import dws_operator.gke as gke_lazy
 from dws_operator.api import PLURAL, TERMINAL_PHASES
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.cache import Key, KubeCache, key_of
-from dws_operator.controller.config import OperatorConfig
+from dws_operator.controller.config import OperatorConfig, OperatorTime
 from dws_operator.controller.fence import FENCE
 from dws_operator.controller.kube import LOCAL_QUEUES, ApiError, Connection, KubeApi
 from dws_operator.controller.login import LoginError
@@ -38,6 +38,7 @@ from dws_operator.reconcile import ReconcileConfig, step_pool_names
 from dws_operator.workload import REQUEST_LABEL
 
 if TYPE_CHECKING:
+    from dws_operator.gke.bookings import BookingClient
     from dws_operator.gke.policies import WorkloadPolicyClient
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,8 @@ class Controller:
     #: A monotonic clock (how long a pass took) and the randomness that spreads timers.
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
+    #: The time decisions are made in (their timers are in its seconds).
+    time: OperatorTime = field(default_factory=OperatorTime)
     #: Orphaned pools already logged (each is logged once, counted every sweep).
     _orphans_said: set[str] = field(default_factory=set)
 
@@ -154,7 +157,9 @@ class Controller:
             return
         settled = decision.status.phase in TERMINAL_PHASES and not decision.actions
         if decision.requeue_after is not None:
-            self.queue.add_after(key, min(decision.requeue_after, RESYNC_SECONDS))
+            # The decision's seconds are the operator's time's (simulated in a sandbox).
+            wait = self.time.real_seconds(decision.requeue_after)
+            self.queue.add_after(key, min(wait, RESYNC_SECONDS))
         elif not settled:
             # The safety net for an event lost: spread, so a thousand requests that were
             # created together are not all looked at in the same second.
@@ -435,10 +440,18 @@ def build_controller(
     snapshot = PoolSnapshot(gke, changed, interval=config.gke_refresh_seconds)
     scheduler = OperationScheduler(mutations, snapshot, queue.add, slots=config.gke_operation_slots)
 
+    def compute() -> Any:
+        # The Compute library loads here, on first use: only Ironwood slices and
+        # calendar-mode bookings need it.
+        if holder[0].compute is None:
+            holder[0].compute = gke_lazy.connect_compute(config.compute_endpoint)
+        return holder[0].compute
+
     def policies() -> WorkloadPolicyClient:
-        # The Compute library loads here, on first use: only Ironwood slices need it.
-        holder[0].compute = gke_lazy.connect_compute(config.compute_endpoint)
-        return gke_lazy.WorkloadPolicyClient(holder[0].compute, config.project, guard=FENCE.check)
+        return gke_lazy.WorkloadPolicyClient(compute(), config.project, guard=FENCE.check)
+
+    def bookings() -> BookingClient:
+        return gke_lazy.BookingClient(compute(), config.project, guard=FENCE.check)
 
     shelf = PoolShelf(
         snapshot,
@@ -449,7 +462,9 @@ def build_controller(
         orphan_grace_seconds=config.orphan_grace_seconds,
     )
     reconciler = Reconciler(
-        Sources(kube, cache, gke, mutations, snapshot, scheduler, shelf, facts),
+        Sources(
+            kube, cache, gke, mutations, snapshot, scheduler, shelf, facts, now=config.time.now
+        ),
         ReconcileConfig(
             kueue=kueue,
             jobset=jobset,
@@ -457,13 +472,24 @@ def build_controller(
             queued_queue=config.queued_queue,
             location=config.location,
             running_poll_seconds=config.running_poll_seconds,
+            book_without_approval=config.book_without_approval,
         ),
         policies,
         metrics,
         pool_defaults=config.pool_defaults,
+        bookings=bookings,
     )
     controller = Controller(
-        api, gke_api, cache, queue, dependents, snapshot, scheduler, shelf, reconciler
+        api,
+        gke_api,
+        cache,
+        queue,
+        dependents,
+        snapshot,
+        scheduler,
+        shelf,
+        reconciler,
+        time=config.time,
     )
     holder.append(controller)
     return controller

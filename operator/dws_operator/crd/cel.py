@@ -15,6 +15,10 @@ from datetime import timedelta
 
 from dws_operator.api.spec import MAX_FALLBACK_STEPS
 from dws_operator.catalog import (
+    CALENDAR_MAX_DAYS,
+    CALENDAR_MAX_GPU_VMS,
+    CALENDAR_MIN_DAYS,
+    CALENDAR_TPU_CHIPS,
     GPU_ACCELERATORS,
     MAX_RUN_DURATION_SECONDS,
     TOPOLOGY_PATTERN,
@@ -239,6 +243,12 @@ def provisioning_rules() -> list[Rule]:
             needs=("mode",),
         ),
         Rule(
+            f"(self.mode == {lit(ProvisioningMode.CALENDAR)}) == has(self.calendar)",
+            "calendar is required when mode is Calendar and not allowed otherwise",
+            ".calendar",
+            needs=("mode",),
+        ),
+        Rule(
             _duration_bounds("maxRunDuration", "0s", most),
             f"maxRunDuration must be more than 0s and at most {most} (7 days)",
             ".maxRunDuration",
@@ -304,6 +314,89 @@ def spec_rules() -> list[Rule]:
             f"nodePool.name has at most {MAX_SLICED_POOL_NAME} characters with several slices "
             "(each slice's pool adds -s<index>)",
             ".nodePool.name",
+        ),
+    ]
+
+
+_IN_CALENDAR = "has(self.provisioning.calendar)"
+
+
+def calendar_block_rules() -> list[Rule]:
+    """On `spec.provisioning.calendar`: the block's length Compute books and the stop."""
+    shortest = f"{CALENDAR_MIN_DAYS * 24}h"
+    longest = f"{CALENDAR_MAX_DAYS * 24}h"
+    parses = f"self.duration.matches({lit(DURATION_PATTERN)})"
+    stop_parses = f"self.stopBefore.matches({lit(DURATION_PATTERN)})"
+    return [
+        Rule(
+            f"!({parses}) || (duration(self.duration) >= duration({lit(shortest)}) && "
+            f"duration(self.duration) <= duration({lit(longest)}))",
+            f"duration must be {shortest} to {longest}: a calendar-mode block lasts "
+            f"{CALENDAR_MIN_DAYS} to {CALENDAR_MAX_DAYS} days",
+            ".duration",
+            needs=("duration",),
+        ),
+        Rule(
+            f"!has(self.stopBefore) || !({stop_parses}) || !({parses}) || "
+            "(duration(self.stopBefore) > duration('0s') && "
+            "duration(self.stopBefore) <= duration('24h') && "
+            "duration(self.stopBefore) < duration(self.duration))",
+            "stopBefore must be more than 0s, at most 24h and shorter than the block",
+            ".stopBefore",
+            needs=("duration",),
+        ),
+    ]
+
+
+def calendar_rules() -> list[Rule]:
+    """On `spec`: what Compute books in calendar mode for the accelerator asked for."""
+    sides = 'self.accelerator.tpu.topology.split("x")'
+    chips = f"int({sides}[0]) * int({sides}[1]) * (size({sides}) == 3 ? int({sides}[2]) : 1)"
+    served = [g for g in TPU_GENERATIONS.values() if g.calendar_family]
+    zone = "self.provisioning.zones[0]"
+    by_version = " || ".join(
+        f"(self.accelerator.tpu.version == {lit(g.version)} && {zone} in {lits(g.calendar_zones)})"
+        for g in served
+    )
+    where = "; ".join(f"{g.version} in {', '.join(g.calendar_zones)}" for g in served)
+    return [
+        Rule(
+            f"!{_IN_CALENDAR} || (has(self.provisioning.zones) && "
+            "size(self.provisioning.zones) == 1)",
+            "provisioning.zones must name exactly one zone with mode Calendar: a block is "
+            "booked in one zone",
+            ".provisioning.zones",
+        ),
+        Rule(
+            f"!{_IN_CALENDAR} || !has(self.accelerator.gpu) || "
+            f"self.accelerator.gpu.nodes <= {CALENDAR_MAX_GPU_VMS}",
+            f"accelerator.gpu.nodes is at most {CALENDAR_MAX_GPU_VMS} with mode Calendar: "
+            "Compute books at most that many VMs in one calendar-mode request",
+            ".accelerator.gpu.nodes",
+        ),
+        Rule(
+            f"!{_IN_CALENDAR} || !has(self.accelerator.tpu) || "
+            "!has(self.provisioning.zones) || size(self.provisioning.zones) != 1 || "
+            f"{by_version}",
+            f"with mode Calendar, Compute books TPU {where}",
+            ".provisioning.zones",
+        ),
+        Rule(
+            f"!{_IN_CALENDAR} || !has(self.accelerator.tpu) || "
+            f"!self.accelerator.tpu.topology.matches({lit(TOPOLOGY_PATTERN)}) || "
+            f"{chips} in {lits(CALENDAR_TPU_CHIPS)}",
+            "with mode Calendar the slice's chips (the topology's product) must be one of "
+            f"{', '.join(str(c) for c in CALENDAR_TPU_CHIPS)}: what one calendar-mode "
+            "request reserves",
+            ".accelerator.tpu.topology",
+        ),
+        Rule(
+            f"!{_IN_CALENDAR} || ((!has(self.accelerator.tpu) || "
+            "!has(self.accelerator.tpu.slices) || self.accelerator.tpu.slices == 1) && "
+            "(!has(self.nodePool.existing) || !self.nodePool.existing))",
+            "mode Calendar runs one slice on a node pool of its own (no tpu.slices above 1, "
+            "no nodePool.existing)",
+            ".provisioning.mode",
         ),
     ]
 
@@ -421,6 +514,13 @@ def fallback_step_rules() -> list[Rule]:
     """On each fallback step (the API server names its index)."""
     return [
         Rule(
+            f"self.mode != {lit(ProvisioningMode.CALENDAR)}",
+            "Calendar is only the first step of a capacity ladder (its block is booked ahead); "
+            "fall back from it to other modes",
+            ".mode",
+            needs=("mode",),
+        ),
+        Rule(
             f"(self.mode == {lit(ProvisioningMode.RESERVATION)}) == has(self.reservation)",
             "reservation is required when mode is Reservation and not allowed otherwise",
             ".reservation",
@@ -471,11 +571,14 @@ def _needing(rules: list[Rule], *fields: str) -> list[Rule]:
 
 RULES_BY_PATH: dict[tuple[str, ...], list[Rule]] = {
     (): root_rules(),
-    ("spec",): _needing(spec_rules() + ladder_rules(), "accelerator", "provisioning.mode"),
+    ("spec",): _needing(
+        spec_rules() + ladder_rules() + calendar_rules(), "accelerator", "provisioning.mode"
+    ),
     ("spec", "accelerator"): accelerator_rules(),
     ("spec", "accelerator", "tpu"): _needing(tpu_rules(), "version", "topology"),
     ("spec", "accelerator", "gpu"): _needing(gpu_rules(), "type"),
     ("spec", "provisioning"): provisioning_rules() + ladder_wait_rules(),
     ("spec", "provisioning", "fallback", "[]"): fallback_step_rules(),
+    ("spec", "provisioning", "calendar"): calendar_block_rules(),
     ("spec", "nodePool"): node_pool_rules(),
 }

@@ -21,6 +21,7 @@ from dws_operator.gke.labels import UID_LABEL, owned_by, pool_labels
 from dws_operator.gke.render import render_node_pool
 
 if TYPE_CHECKING:
+    from dws_operator.gke.bookings import BookingClient, insert_booking_request
     from dws_operator.gke.policies import (
         COMPUTE_ENDPOINT_ENV,
         ComputeApis,
@@ -36,13 +37,20 @@ _POLICIES = (
     "ComputeApis",
     "WorkloadPolicyClient",
     "connect_compute",
+    "insert_booking_request",
     "insert_policy_request",
 )
+
+
+#: Served by `bookings` (calendar mode), on the same Compute library, on first use.
+_BOOKINGS = ("BookingClient", "insert_booking_request")
 
 
 def __getattr__(name: str) -> Any:
     if name in _POLICIES:
         return getattr(importlib.import_module("dws_operator.gke.policies"), name)
+    if name in _BOOKINGS:
+        return getattr(importlib.import_module("dws_operator.gke.bookings"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -50,6 +58,7 @@ __all__ = [
     "COMPUTE_ENDPOINT_ENV",
     "ENDPOINT_ENV",
     "UID_LABEL",
+    "BookingClient",
     "ClusterRef",
     "ComputeApis",
     "CreateResult",
@@ -62,6 +71,7 @@ __all__ = [
     "classify_status",
     "connect",
     "connect_compute",
+    "insert_booking_request",
     "insert_policy_request",
     "owned_by",
     "pool_labels",

@@ -55,14 +55,17 @@ T = TypeVar("T")
 
 @dataclass
 class ComputeApis:
-    """The two Compute clients workload policies need. Close with `close()`."""
+    """The Compute clients the operator uses: workload policies (and their region
+    operations) and calendar-mode bookings (future reservations). Close with `close()`."""
 
     policies: compute_v1.ResourcePoliciesClient
     operations: compute_v1.RegionOperationsClient
+    bookings: compute_v1.FutureReservationsClient
 
     def close(self) -> None:
         self.policies.transport.close()  # type: ignore[no-untyped-call]
         self.operations.transport.close()  # type: ignore[no-untyped-call]
+        self.bookings.transport.close()  # type: ignore[no-untyped-call]
 
 
 def connect_compute(endpoint: str | None = None) -> ComputeApis:
@@ -74,12 +77,17 @@ def connect_compute(endpoint: str | None = None) -> ComputeApis:
     credentials, so nothing looks for Google credentials.
     """
     if not endpoint:
-        return ComputeApis(compute_v1.ResourcePoliciesClient(), compute_v1.RegionOperationsClient())
+        return ComputeApis(
+            compute_v1.ResourcePoliciesClient(),
+            compute_v1.RegionOperationsClient(),
+            compute_v1.FutureReservationsClient(),
+        )
     options = ClientOptions(api_endpoint=endpoint)
     credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]
     return ComputeApis(
         compute_v1.ResourcePoliciesClient(credentials=credentials, client_options=options),
         compute_v1.RegionOperationsClient(credentials=credentials, client_options=options),
+        compute_v1.FutureReservationsClient(credentials=credentials, client_options=options),
     )
 
 
@@ -228,36 +236,15 @@ class WorkloadPolicyClient:
         timeout: float | None = None,
         retry: RetryPolicy | None = None,
     ) -> T:
-        """One Compute call in a worker thread: timeout, classification, bounded retries.
-
-        Retrying an insert is safe: if a lost reply hid a success, the retry gets 409
-        and `ensure_workload_policy` adopts the policy.
-        """
-        policy = retry or self.retry
-        pauses = policy.delays()
-        attempt_timeout = self.call_timeout if timeout is None else timeout
-        call = functools.partial(method, request=request, retry=None, timeout=attempt_timeout)
-        guard = self.guard
-
-        def run() -> T:
-            # Asked in the worker thread, right before the call: a call queued for a
-            # free thread must not go out after the Lease was lost meanwhile.
-            if guard is not None:
-                guard()
-            return call()
-
-        for attempt in range(len(pauses) + 1):
-            if guard is not None:
-                guard()
-            try:
-                return await asyncio.to_thread(run)
-            except COMPUTE_ERRORS as error:
-                classified = classify_compute(error)
-                if not classified.retryable or attempt == len(pauses):
-                    raise classified from error
-            pause = pauses[attempt]
-            await asyncio.sleep(pause * (1 - policy.jitter * random.random()))
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        """One Compute call (`call_compute`). Retrying an insert is safe: if a lost reply
+        hid a success, the retry gets 409 and `ensure_workload_policy` adopts the policy."""
+        return await call_compute(
+            method,
+            request,
+            timeout=self.call_timeout if timeout is None else timeout,
+            retry=retry or self.retry,
+            guard=self.guard,
+        )
 
     async def _adopt_existing(self, region: str, name: str, topology: str) -> str:
         existing = await self.get(region, name)
@@ -291,3 +278,36 @@ class WorkloadPolicyClient:
 
     def _path(self, region: str, name: str) -> str:
         return f"projects/{self.project}/regions/{region}/resourcePolicies/{name}"
+
+
+async def call_compute(
+    method: Callable[..., T],
+    request: Any,
+    *,
+    timeout: float,
+    retry: RetryPolicy,
+    guard: Callable[[], None] | None,
+) -> T:
+    """One Compute call in a worker thread: timeout, classification, bounded retries."""
+    pauses = retry.delays()
+    call = functools.partial(method, request=request, retry=None, timeout=timeout)
+
+    def run() -> T:
+        # Asked in the worker thread, right before the call: a call queued for a free
+        # thread must not go out after the Lease was lost meanwhile.
+        if guard is not None:
+            guard()
+        return call()
+
+    for attempt in range(len(pauses) + 1):
+        if guard is not None:
+            guard()
+        try:
+            return await asyncio.to_thread(run)
+        except COMPUTE_ERRORS as error:
+            classified = classify_compute(error)
+            if not classified.retryable or attempt == len(pauses):
+                raise classified from error
+        pause = pauses[attempt]
+        await asyncio.sleep(pause * (1 - retry.jitter * random.random()))
+    raise AssertionError("unreachable: the last attempt returns or raises")

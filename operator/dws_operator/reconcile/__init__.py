@@ -5,6 +5,7 @@ What the shell may use is exported here; the modules behind it are the core's ow
 
 from dws_operator.reconcile.actions import (
     Action,
+    CancelBooking,
     CancelPoolOperation,
     CreateJob,
     CreateNodePool,
@@ -13,8 +14,10 @@ from dws_operator.reconcile.actions import (
     DeleteNodePool,
     DeleteService,
     ScaleNodePoolToZero,
+    SubmitBooking,
     TakeOverNodePool,
 )
+from dws_operator.reconcile.booking import BookingPlan, plan_booking
 from dws_operator.reconcile.decide import decide
 from dws_operator.reconcile.decision import (
     AT_ONCE,
@@ -27,6 +30,7 @@ from dws_operator.reconcile.decision import (
 )
 from dws_operator.reconcile.facts import RequestFacts, StepWords, read_spec, step_provisioning
 from dws_operator.reconcile.observed import (
+    BookingView,
     JobView,
     Observed,
     OperationView,
@@ -53,6 +57,9 @@ __all__ = [
     "HELD_BACK_SECONDS",
     "RUNNING_POLL_SECONDS",
     "Action",
+    "BookingPlan",
+    "BookingView",
+    "CancelBooking",
     "CancelPoolOperation",
     "CreateJob",
     "CreateNodePool",
@@ -76,11 +83,13 @@ __all__ = [
     "ScaleNodePoolToZero",
     "StepPlan",
     "StepWords",
+    "SubmitBooking",
     "TakeOverNodePool",
     "Tally",
     "abandoned_pool_names",
     "attempt_number",
     "decide",
+    "plan_booking",
     "planned",
     "pool_name_for",
     "pool_names_for",

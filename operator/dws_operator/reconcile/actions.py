@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dws_operator.kube_types import Job, JobSet, Service
 from dws_operator.planning import SlicePlan
+
+if TYPE_CHECKING:
+    from dws_operator.reconcile.booking import BookingPlan
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,22 @@ class DeleteService:
     name: str
 
 
+@dataclass(frozen=True)
+class SubmitBooking:
+    """Submit a Calendar-mode booking (insert its future reservation with its requestId:
+    a retry, or a second submit, books nothing more)."""
+
+    booking: BookingPlan
+
+
+@dataclass(frozen=True)
+class CancelBooking:
+    """Cancel a booking Google has not approved yet (its request was deleted)."""
+
+    name: str
+    zone: str
+
+
 Action = (
     CreateNodePool
     | TakeOverNodePool
@@ -76,4 +96,6 @@ Action = (
     | CreateJob
     | DeleteJob
     | DeleteService
+    | SubmitBooking
+    | CancelBooking
 )

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
+from dws_operator import rfc3339
 from dws_operator.api import AttemptOutcome, CleanupPolicy, Phase, TrainingRequestSpec
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import (
+    CancelBooking,
     CancelPoolOperation,
     DeleteJob,
     DeleteNodePool,
@@ -178,9 +180,34 @@ def release(run: Draft) -> Decision:
     run.end_attempt(AttemptOutcome.CANCELLED, "the TrainingRequest was deleted")
     busy = _settle_operations(run)
     left = any(p.ours for p in observed.abandoned)
+    kept = _settle_booking(run)
     gone = not run.decision.actions and not busy and (not ours or not managed) and not left
     run.decision.released = gone
-    return run.phase(Phase.DELETING, "Deleting the Job, Service and node pool", None)
+    return run.phase(Phase.DELETING, "Deleting the Job, Service and node pool" + kept, None)
+
+
+#: Compute's procurement states in which a booking may still be cancelled.
+CANCELLABLE = frozenset({"DRAFTING", "PENDING_APPROVAL", "APPROVED"})
+#: States in which it holds nothing (nothing to cancel, nothing billed).
+SETTLED = frozenset({"CANCELLED", "DECLINED", "FAILED"})
+
+
+def _settle_booking(run: Draft) -> str:
+    """A deleted request's Calendar-mode booking: cancelled while Google has not
+    approved it; else it stays (Compute does not cancel a locked one), and the message
+    (and the Deleting event) says until when it is billed."""
+    booking, seen = run.status.booking, run.observed.booking
+    if booking is None or seen is None or seen.procurement in SETTLED:
+        return ""
+    if seen.procurement in CANCELLABLE:
+        run.act(CancelBooking(booking.name, booking.zone))
+        return f"; cancelling the booking {booking.name}"
+    if run.now >= booking.end_time:
+        return ""
+    return (
+        f"; the booking {booking.name} stays: Compute cannot cancel an approved block, and "
+        f"the project is billed for it until {rfc3339.seconds(booking.end_time)}"
+    )
 
 
 def _settle_operations(run: Draft) -> bool:

@@ -15,6 +15,9 @@ CAPACITY_PROVISIONED = "CapacityProvisioned"
 COMPLETED = "Completed"
 SCALED_DOWN = "ScaledDown"
 VALID = "Valid"
+#: A Calendar-mode block: AwaitingApproval, Submitted, UnderReview (False); Approved,
+#: Delivered (True); BookingDeclined, BookingLost (False).
+BOOKED = "Booked"
 #: Kubernetes API conventions / kstatus (Flux, `kubectl wait`): the goal reached,
 #: on the way to it, cannot get there.
 READY = "Ready"

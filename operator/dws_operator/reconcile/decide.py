@@ -13,10 +13,12 @@ capacity ladder (`ladder`), the clean-up (`cleanup`), on the request's current s
 from __future__ import annotations
 
 from dws_operator.api import TERMINAL_PHASES, NodePoolStatus, Phase, SliceStatus
+from dws_operator.catalog import ProvisioningMode
 from dws_operator.errors import InvalidSpec, SpecError
 from dws_operator.multislice import MAX_MULTISLICE_NAME
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import DeleteJob
+from dws_operator.reconcile.booking import book, plan_booking
 from dws_operator.reconcile.cleanup import abandon, clean_up, release
 from dws_operator.reconcile.decision import (
     AT_ONCE,
@@ -124,6 +126,11 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
     too_old = gke_too_old(run, spec, plan, result.ladder) if managed else None
     if too_old is not None:
         return too_old
+    if spec.provisioning.mode == ProvisioningMode.CALENDAR:
+        booking = plan_booking(run.request.facts.base_pool, run.request.uid, spec, plan)
+        waiting = book(run, result, booking, config)
+        if waiting is not None:
+            return waiting
     run.status.requested_at = run.status.requested_at or run.now
     still_provisioning = run.status.phase in (
         Phase.PROVISIONING,

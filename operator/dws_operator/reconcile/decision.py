@@ -47,6 +47,8 @@ class ReconcileConfig:
     queued_queue: str | None = None
     location: str | None = None
     running_poll_seconds: float = RUNNING_POLL_SECONDS
+    #: Submit Calendar-mode bookings without waiting for spec.approveBooking.
+    book_without_approval: bool = False
 
 
 @dataclass(frozen=True)

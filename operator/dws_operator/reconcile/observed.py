@@ -82,6 +82,16 @@ class JobView:
 
 
 @dataclass(frozen=True)
+class BookingView:
+    """A Calendar-mode booking as Compute answers for it."""
+
+    #: Compute's procurementStatus, e.g. PENDING_APPROVAL, PROCURING, FULFILLED, DECLINED.
+    procurement: str
+    #: The reservations it delivered (names), once FULFILLED.
+    reservations: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class OperationView:
     """A GKE operation the operator queued or started on one of the request's pools."""
 
@@ -153,6 +163,9 @@ class Observed:
     #: An action of the request refused for good since its last pass, as (reason,
     #: message): a terminal GKE error on its pool, the API server refusing its workload.
     refusal: tuple[str, str] | None = None
+    #: The request's Calendar-mode booking as Compute answered this pass; None when
+    #: Compute has none of that name (or the request books none).
+    booking: BookingView | None = None
 
     @property
     def all_pools(self) -> tuple[PoolView | None, ...]:

@@ -212,6 +212,7 @@ class Autoscaler:
         busy = busy_nodes(pods)
         self._preempt_due(now, pools, busy)
         self._expire_flex_start(now, pools, busy)
+        self._end_calendar_blocks(pools, busy)
         queued.reconcile(now, pools, pods, busy)
         pending = pending_by_pool(pools, pods)
         booked = queued.booked_nodes()
@@ -242,6 +243,9 @@ class Autoscaler:
             nodes = [n for n in nodes if n not in doomed]
         ceiling = max_nodes(pool.pool)
         want = pool.count
+        if self._outside_its_block(pool):
+            # A calendar block's reservation holds no VMs before its start or after its end.
+            ceiling = 0
         if not pool.shape.queued and ceiling > 0 and pending:
             # One pod per node: pending pods land on empty nodes first (the scheduler
             # may not have retried them yet); only the rest need new nodes.
@@ -337,6 +341,35 @@ class Autoscaler:
                     with self._lock:
                         self._preemptions.remove(preemption)
                     break
+
+    @behaviour("SIM-CALENDAR-BLOCK")
+    def _outside_its_block(self, pool: ScalingPool) -> bool:
+        """Whether the pool consumes the reservation of a calendar block (one the
+        emulator's Compute side delivers) that is not on now."""
+        name = pool.shape.reservation
+        zones = list(pool.pool.locations)
+        if name is None or not zones:
+            return False
+        compute = self.emulator.compute
+        project = self.cluster.split("/")[1]
+        if compute.reservation_window(project, zones[0], name) is None:
+            return False
+        return not compute.reservation_active(project, zones[0], name)
+
+    @behaviour("SIM-CALENDAR-BLOCK")
+    def _end_calendar_blocks(
+        self, pools: dict[str, ScalingPool], busy: dict[str, list[Obj]]
+    ) -> None:
+        for pool in pools.values():
+            if pool.nodes and self._outside_its_block(pool):
+                for node in list(pool.nodes):
+                    self.fleet.remove(
+                        pool,
+                        node,
+                        busy,
+                        "Pod was terminated in response to imminent node shutdown "
+                        "(the calendar-mode reservation reached its end time).",
+                    )
 
     @behaviour("SIM-FLEX-MAX-RUN")
     def _expire_flex_start(

@@ -159,6 +159,8 @@ class PoolShape:
     driverless: bool = False
     #: Its VMs come from one specific reservation.
     reserved: bool = False
+    #: That reservation's name (the last part of a `projects/P/reservations/NAME` value).
+    reservation: str | None = None
 
     @property
     def multi_host(self) -> bool:
@@ -263,6 +265,10 @@ def pool_shape(pool: container_v1.NodePool) -> PoolShape:
     taints.extend(
         Taint(t.key, t.value, _EFFECTS.get(t.effect, "NoSchedule")) for t in config.taints
     )
+    reserved = (
+        config.reservation_affinity.consume_reservation_type
+        == container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION
+    )
     # The raw protobuf: proto-plus would hand back a timedelta the stubs don't know.
     max_run = int(container_v1.NodeConfig.pb(config).max_run_duration.seconds)
     return PoolShape(
@@ -273,8 +279,10 @@ def pool_shape(pool: container_v1.NodePool) -> PoolShape:
         tpu_topology=topology,
         slice_nodes=slice_nodes,
         flex_start=bool(config.flex_start),
-        reserved=config.reservation_affinity.consume_reservation_type
-        == container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION,
+        reserved=reserved,
+        reservation=config.reservation_affinity.values[0].split("/reservations/")[-1].split("/")[0]
+        if reserved and config.reservation_affinity.values
+        else None,
         spot=bool(config.spot),
         queued=queued,
         max_run_duration_seconds=max_run or None,

@@ -1,0 +1,141 @@
+"""DWS Calendar-mode bookings: Compute future reservations in calendar mode.
+
+`future_reservation` renders what a request books (`reconcile.booking.BookingPlan`):
+calendar mode, submitted, the block's window, what is reserved (GPU VMs by machine
+type: `specificSkuProperties`; TPU chips by VM family: `aggregateReservation`, BATCH),
+consumed only by VMs that name it (`specificReservationRequired`), and its reservation
+named as the booking and deleted at the end (`autoDeleteAutoCreatedReservations`).
+Sources: the `FutureReservation` message of Compute's discovery document; Compute's
+calendar-mode pages (gcloud's `compute future-reservations create
+--reservation-mode=CALENDAR`).
+
+`BookingClient` submits it (insert with the booking's `requestId`, so a retry books
+nothing more), reads it, and cancels it; calls go through `call_compute` as the
+workload policies' do. Nothing waits for the insert's operation: the next pass reads
+the booking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import grpc
+from google.cloud import compute_v1
+
+from dws_operator import rfc3339
+from dws_operator.gke.client import RetryPolicy
+from dws_operator.gke.errors import GkeError
+from dws_operator.gke.policies import ComputeApis, call_compute
+from dws_operator.reconcile import BookingPlan, BookingView
+
+T = TypeVar("T")
+#: Training blocks: Compute's aggregate reservations distinguish BATCH from SERVING.
+TPU_WORKLOAD_TYPE = "BATCH"
+
+
+def future_reservation(booking: BookingPlan) -> compute_v1.FutureReservation:
+    window = compute_v1.FutureReservationTimeWindow(
+        start_time=rfc3339.seconds(booking.start), end_time=rfc3339.seconds(booking.end)
+    )
+    reservation = compute_v1.FutureReservation(
+        name=booking.name,
+        description="dws-operator: a TrainingRequest's calendar-mode block",
+        reservation_mode="CALENDAR",
+        planning_status="SUBMITTED",
+        reservation_name=booking.name,
+        auto_delete_auto_created_reservations=True,
+        specific_reservation_required=True,
+        time_window=window,
+    )
+    if booking.tpu_family is None:
+        reservation.specific_sku_properties = compute_v1.FutureReservationSpecificSKUProperties(
+            total_count=booking.count,
+            instance_properties=compute_v1.AllocationSpecificSKUAllocationReservedInstanceProperties(
+                machine_type=booking.machine_type
+            ),
+        )
+    else:
+        accelerator = compute_v1.AllocationAggregateReservationReservedResourceInfoAccelerator(
+            accelerator_count=booking.count
+        )
+        reservation.aggregate_reservation = compute_v1.AllocationAggregateReservation(
+            vm_family=booking.tpu_family,
+            workload_type=TPU_WORKLOAD_TYPE,
+            reserved_resources=[
+                compute_v1.AllocationAggregateReservationReservedResourceInfo(
+                    accelerator=accelerator
+                )
+            ],
+        )
+    return reservation
+
+
+def insert_booking_request(
+    project: str, booking: BookingPlan
+) -> compute_v1.InsertFutureReservationRequest:
+    """The insert of `booking` as sent (`dws-operator plan --objects` prints it)."""
+    return compute_v1.InsertFutureReservationRequest(
+        project=project,
+        zone=booking.zone,
+        future_reservation_resource=future_reservation(booking),
+        request_id=booking.request_id,
+    )
+
+
+@dataclass
+class BookingClient:
+    """Submit, read and cancel the calendar-mode bookings of `project`."""
+
+    apis: ComputeApis
+    project: str
+    call_timeout: float = 30.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    #: Called before every attempt (as `NodePoolClient.guard`).
+    guard: Callable[[], None] | None = None
+
+    async def read(self, zone: str, name: str) -> BookingView | None:
+        """The booking as Compute has it; None when it has none of that name."""
+        request = compute_v1.GetFutureReservationRequest(
+            project=self.project, zone=zone, future_reservation=name
+        )
+        try:
+            found = await self._call(self.apis.bookings.get, request)
+        except GkeError as error:
+            if error.code == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise
+        status = found.status
+        return BookingView(
+            procurement=str(status.procurement_status),
+            reservations=tuple(r.rsplit("/", 1)[-1] for r in status.auto_created_reservations),
+        )
+
+    async def submit(self, booking: BookingPlan) -> None:
+        """Insert the booking. A repeat is harmless: Compute ignores an insert whose
+        `requestId` it has seen, and one of a name it holds is refused (409), here taken
+        as done: the name and the requestId both come from the request's uid."""
+        try:
+            await self._call(
+                self.apis.bookings.insert_unary, insert_booking_request(self.project, booking)
+            )
+        except GkeError as error:
+            if error.reason != "AlreadyExists":
+                raise
+
+    async def cancel(self, zone: str, name: str) -> None:
+        """Cancel a booking Google has not approved; gone already is done."""
+        request = compute_v1.CancelFutureReservationRequest(
+            project=self.project, zone=zone, future_reservation=name
+        )
+        try:
+            await self._call(self.apis.bookings.cancel_unary, request)
+        except GkeError as error:
+            if error.code != grpc.StatusCode.NOT_FOUND:
+                raise
+
+    async def _call(self, method: Callable[..., T], request: object) -> T:
+        return await call_compute(
+            method, request, timeout=self.call_timeout, retry=self.retry, guard=self.guard
+        )

@@ -1,0 +1,251 @@
+"""DWS Calendar mode: the block a request books, and the pass's decision while the
+booking goes from approval to delivery and to the block's end. Pure.
+
+A booking commits the project to pay for the block once Google approves it, and an
+approved booking cannot be cancelled, so it is never made by surprise: the request
+first shows what it would book (`status.booking`, AwaitingApproval) and it is submitted
+only when `spec.approveBooking` is true (or the operator books without approval). It
+is submitted at most once: the future reservation's name and the insert's `requestId`
+come from the request's uid, so a retried insert, or one whose answer was lost, books
+nothing more, and a restarted operator finds the booking again by name.
+
+Then Compute is read every pass: Google's review (UnderReview), its answer (Approved,
+or Declined: the request fails, or moves down its capacity ladder), the delivery at
+the start time (Delivered: the pool is made on the delivered reservation and the
+workload runs), and `stopBefore` ahead of the end the workload is deleted so its pods
+get SIGTERM and that long to checkpoint before Compute takes the VMs back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from dws_operator import rfc3339
+from dws_operator.api import (
+    AttemptOutcome,
+    BookingState,
+    BookingStatus,
+    Phase,
+    TrainingRequestSpec,
+)
+from dws_operator.catalog import TPU_GENERATIONS
+from dws_operator.durations import parse_duration
+from dws_operator.planning import SlicePlan
+from dws_operator.reconcile import conditions as cond
+from dws_operator.reconcile.actions import DeleteJob, SubmitBooking
+from dws_operator.reconcile.decision import (
+    PAST_DEADLINE_SECONDS,
+    Decision,
+    Draft,
+    ReconcileConfig,
+)
+from dws_operator.reconcile.ladder import next_step
+from dws_operator.reconcile.observed import BookingView
+from dws_operator.reconcile.step import StepPlan
+
+#: How often Compute is asked again while Google reviews a booking, or while a block
+#: that has started is being delivered (nothing watches Compute).
+BOOKING_POLL_SECONDS = 60.0
+#: Compute's procurement states, as the decision reads them.
+UNDER_REVIEW = frozenset({"DRAFTING", "PENDING_APPROVAL", "PENDING_AMENDMENT_APPROVAL"})
+REFUSED = frozenset({"DECLINED", "FAILED", "FAILED_PARTIALLY_FULFILLED", "CANCELLED"})
+DELIVERED = "FULFILLED"
+#: Derives a booking's `requestId` from the request's uid.
+_REQUEST_ID_NAMESPACE = uuid.UUID("8d4bd1f4-3c3e-4d65-9a3b-5f0c1e6f2a11")
+
+
+@dataclass(frozen=True)
+class BookingPlan:
+    """What the request books: one future reservation in calendar mode."""
+
+    #: The future reservation, and the reservation Compute delivers at the start.
+    name: str
+    zone: str
+    start: datetime
+    end: datetime
+    #: VMs (GPU) or chips (TPU).
+    count: int
+    unit: Literal["VMs", "chips"]
+    machine_type: str
+    #: Compute's VM family of a TPU block; None for GPU VMs.
+    tpu_family: str | None
+    #: The insert's idempotency key, the same for every try of this request's booking.
+    request_id: str
+    #: Seconds before the end that the workload is stopped.
+    stop_before: float
+
+    @property
+    def stop_at(self) -> datetime:
+        return self.end - timedelta(seconds=self.stop_before)
+
+
+def request_id_for(uid: str) -> str:
+    return str(uuid.uuid5(_REQUEST_ID_NAMESPACE, uid))
+
+
+def plan_booking(name: str, uid: str, spec: TrainingRequestSpec, plan: SlicePlan) -> BookingPlan:
+    """The block `spec` (a Calendar step, admission-checked) books for the slice `plan`,
+    as the future reservation `name` (the request's first pool's base name)."""
+    provisioning = spec.provisioning
+    block = provisioning.calendar
+    zones = provisioning.zones or []
+    if block is None or len(zones) != 1:
+        raise ValueError("a Calendar step has a calendar block and exactly one zone")
+    tpu = spec.accelerator.tpu
+    family = TPU_GENERATIONS[tpu.version].calendar_family if tpu is not None else None
+    start = block.start_time
+    return BookingPlan(
+        name=name,
+        zone=zones[0],
+        start=start,
+        end=start + parse_duration(block.duration),
+        count=plan.total_chips if tpu is not None else plan.nodes,
+        unit="chips" if tpu is not None else "VMs",
+        machine_type=plan.machine_type,
+        tpu_family=family,
+        request_id=request_id_for(uid),
+        stop_before=parse_duration(block.stop_before).total_seconds(),
+    )
+
+
+def book(
+    run: Draft, step: StepPlan, booking: BookingPlan, config: ReconcileConfig
+) -> Decision | None:
+    """The pass's decision while the block is not on yet (or has ended); None while it is
+    on, with a timer set for the stop before its end."""
+    seen = run.observed.booking
+    status = _booking_status(run, booking, seen)
+    run.status.booking = status
+    if seen is None:
+        return _not_booked_yet(run, booking, config)
+    procurement = seen.procurement
+    if procurement in REFUSED:
+        status.state = (
+            BookingState.CANCELLED if procurement == "CANCELLED" else BookingState.DECLINED
+        )
+        why = f"Compute says the booking {booking.name} is {procurement}"
+        run.condition(cond.BOOKED, "False", "BookingDeclined", why)
+        if step.step + 1 < len(step.ladder):
+            return next_step(run, step, AttemptOutcome.FAILED, why)
+        return run.fail("BookingDeclined", why)
+    if procurement in UNDER_REVIEW:
+        status.state = BookingState.UNDER_REVIEW
+        run.condition(cond.BOOKED, "False", "UnderReview", f"{booking.name} is under review")
+        return run.phase(
+            Phase.PENDING,
+            f"Booking {_window(booking)} is under Google's review",
+            requeue=BOOKING_POLL_SECONDS,
+        )
+    status.approved_at = status.approved_at or run.now
+    if procurement != DELIVERED:
+        status.state = BookingState.APPROVED
+        run.condition(cond.BOOKED, "True", "Approved", f"{booking.name}: {_window(booking)}")
+        until = (booking.start - run.now).total_seconds()
+        if until > 0:
+            return run.phase(
+                Phase.PENDING,
+                f"Booked {_window(booking)}; the block starts in {_span(until)}",
+                requeue=until + PAST_DEADLINE_SECONDS,
+            )
+        return run.phase(
+            Phase.WAITING_FOR_CAPACITY,
+            f"The block {booking.name} has started; Compute is delivering its reservation",
+            requeue=BOOKING_POLL_SECONDS,
+        )
+    status.state = BookingState.DELIVERED
+    run.condition(cond.BOOKED, "True", "Delivered", f"{booking.name}: {_window(booking)}")
+    return _on_the_block(run, booking)
+
+
+def _not_booked_yet(run: Draft, booking: BookingPlan, config: ReconcileConfig) -> Decision:
+    status = run.status.booking
+    assert status is not None
+    spec = run.request.facts.spec
+    approved = config.book_without_approval or (spec is not None and spec.approve_booking)
+    if status.state not in (BookingState.AWAITING_APPROVAL, BookingState.SUBMITTED):
+        # Compute no longer knows a booking it answered for (deleted by hand): never
+        # booked again behind the user's back.
+        why = f"Compute no longer has the booking {booking.name} (it was {status.state.value})"
+        run.condition(cond.BOOKED, "False", "BookingLost", why)
+        return run.fail("BookingLost", why)
+    if not approved:
+        status.state = BookingState.AWAITING_APPROVAL
+        run.condition(
+            cond.BOOKED,
+            "False",
+            "AwaitingApproval",
+            "set spec.approveBooking: true to submit the booking",
+        )
+        return run.phase(
+            Phase.PENDING,
+            f"Would book {_window(booking)}; set spec.approveBooking: true to submit it",
+            requeue=None,
+        )
+    status.state = BookingState.SUBMITTED
+    status.submitted_at = status.submitted_at or run.now
+    run.condition(cond.BOOKED, "False", "Submitted", f"{booking.name} submitted to Compute")
+    run.act(SubmitBooking(booking))
+    return run.phase(Phase.PENDING, f"Submitting the booking of {_window(booking)}")
+
+
+def _on_the_block(run: Draft, booking: BookingPlan) -> Decision | None:
+    """The block is on: None (the pool and the workload follow), with a timer for the
+    stop; past the stop, the workload is deleted and the request ends."""
+    left = (booking.stop_at - run.now).total_seconds()
+    job = run.observed.job
+    if left > 0:
+        run.wake_within(left + PAST_DEADLINE_SECONDS)
+        return None
+    if run.now >= booking.end:
+        assert run.status.booking is not None
+        run.status.booking.state = BookingState.ENDED
+    if job is not None and job.ours and (job.complete or job.failed):
+        # It ended on its own before the stop: the workload's own outcome stands.
+        return None
+    if job is not None and job.ours:
+        run.act(DeleteJob(job.name, run.request.facts.workload_kind))
+    return run.fail(
+        "BlockEnded",
+        f"the calendar block {booking.name} ends at {_time(booking.end)}: the workload "
+        f"was stopped {_span(booking.stop_before)} before (spec.provisioning.calendar."
+        "stopBefore)",
+    )
+
+
+def _booking_status(run: Draft, booking: BookingPlan, seen: BookingView | None) -> BookingStatus:
+    before = run.status.booking
+    keep = before if before is not None and before.name == booking.name else None
+    return BookingStatus(
+        name=booking.name,
+        zone=booking.zone,
+        start_time=booking.start,
+        end_time=booking.end,
+        count=booking.count,
+        unit=booking.unit,
+        machine_type=booking.machine_type,
+        state=keep.state if keep is not None else BookingState.AWAITING_APPROVAL,
+        procurement_status=seen.procurement if seen is not None else None,
+        submitted_at=keep.submitted_at if keep is not None else None,
+        approved_at=keep.approved_at if keep is not None else None,
+    )
+
+
+def _window(booking: BookingPlan) -> str:
+    return (
+        f"{booking.count} {booking.unit} of {booking.machine_type} in {booking.zone} from "
+        f"{_time(booking.start)} to {_time(booking.end)} ({booking.name})"
+    )
+
+
+def _time(moment: datetime) -> str:
+    return rfc3339.seconds(moment)
+
+
+def _span(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    if minutes >= 120:
+        return f"{minutes // 60}h{minutes % 60:02d}m"
+    return f"{minutes}m" if minutes else f"{int(seconds)}s"

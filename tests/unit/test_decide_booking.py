@@ -1,0 +1,195 @@
+"""DWS Calendar mode in the reconcile decision: the booking shown before approval,
+submitted once when approved, Google's review and answer, the pool on the delivered
+reservation, the stop before the block's end, and deletion. Pure: `Observed` values
+are built by hand."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import Any
+
+from dws_operator.api import BookingState, Phase, TrainingRequestStatus
+from dws_operator.reconcile import CreateJob, CreateNodePool, DeleteJob, ReconcileConfig
+from dws_operator.reconcile import conditions as cond
+from dws_operator.reconcile.actions import CancelBooking, SubmitBooking
+from dws_operator.reconcile.booking import request_id_for
+from dws_operator.reconcile.observed import BookingView, Observed
+from tests.builders import gpu, spec_body, tpu
+from tests.unit.decisions import (
+    CONFIG,
+    POOL,
+    T0,
+    UID,
+    cond_tuple,
+    job_view,
+    observed,
+    only,
+    pool_for,
+    run,
+    with_,
+)
+
+START = T0 + timedelta(days=2)
+BLOCK = {"startTime": "2025-06-03T12:00:00Z", "duration": "72h", "stopBefore": "15m"}
+GPU_BLOCK = spec_body(
+    gpu("nvidia-h100-80gb", nodes=2),
+    provisioning={"mode": "Calendar", "zones": ["us-east5-a"], "calendar": BLOCK},
+)
+APPROVED = with_(GPU_BLOCK, approveBooking=True)
+
+
+def seen(obs: Observed, procurement: str, *reservations: str) -> Observed:
+    return dataclasses.replace(obs, booking=BookingView(procurement, reservations))
+
+
+def after(decision_status: TrainingRequestStatus, body: dict[str, Any], **kw: Any) -> Observed:
+    return observed(body, decision_status, **kw)
+
+
+def test_nothing_is_booked_before_approval_and_the_status_shows_what_would_be() -> None:
+    decision = run(observed(GPU_BLOCK))
+    assert decision.actions == []
+    assert decision.requeue_after is None
+    assert decision.status.phase == Phase.PENDING
+    booking = decision.status.booking
+    assert booking is not None
+    assert booking.state == BookingState.AWAITING_APPROVAL
+    assert (booking.name, booking.zone, booking.count, booking.unit) == (
+        POOL,
+        "us-east5-a",
+        2,
+        "VMs",
+    )
+    assert booking.machine_type == "a3-highgpu-8g"
+    assert booking.start_time == START
+    assert booking.end_time == START + timedelta(hours=72)
+    assert cond_tuple(decision, cond.BOOKED) == ("False", "AwaitingApproval")
+    assert "approveBooking" in (decision.status.message or "")
+
+
+def test_approved_it_is_submitted_with_a_request_id_from_the_uid_and_once_seen_not_again() -> None:
+    first = run(observed(APPROVED))
+    [submit] = only(first.actions, SubmitBooking)
+    assert submit.booking.request_id == request_id_for(UID)
+    assert submit.booking.name == POOL
+    assert first.status.booking is not None
+    assert first.status.booking.state == BookingState.SUBMITTED
+    assert first.status.booking.submitted_at == T0
+    # Not seen yet on the next pass (the answer was lost): submitted again, the same id.
+    again = run(after(first.status, APPROVED, now=T0 + timedelta(seconds=5)))
+    assert [a.booking.request_id for a in only(again.actions, SubmitBooking)] == [
+        request_id_for(UID)
+    ]
+    assert again.status.booking is not None
+    assert again.status.booking.submitted_at == T0
+    # Seen under review: nothing more is sent, Compute is asked again within a minute.
+    review = run(seen(after(first.status, APPROVED), "PENDING_APPROVAL"))
+    assert review.actions == []
+    assert review.status.booking is not None
+    assert review.status.booking.state == BookingState.UNDER_REVIEW
+    assert review.requeue_after is not None
+    assert review.requeue_after <= 60
+
+
+def test_the_operator_may_book_without_approval() -> None:
+    decision = run(
+        observed(GPU_BLOCK), ReconcileConfig(location="us-east5", book_without_approval=True)
+    )
+    assert len(only(decision.actions, SubmitBooking)) == 1
+
+
+def test_approved_it_waits_for_the_start_and_then_the_pool_is_made_on_the_reservation() -> None:
+    submitted = run(observed(APPROVED)).status
+    waiting = run(seen(after(submitted, APPROVED), "PROCURING"))
+    assert waiting.actions == []
+    assert waiting.status.phase == Phase.PENDING
+    assert cond_tuple(waiting, cond.BOOKED) == ("True", "Approved")
+    # Woken just after the start, not before.
+    assert waiting.requeue_after is not None
+    assert (
+        timedelta(days=2) <= timedelta(seconds=waiting.requeue_after) < timedelta(days=2, minutes=1)
+    )
+    delivered = run(seen(after(waiting.status, APPROVED, now=START), "FULFILLED", POOL))
+    [create] = only(delivered.actions, CreateNodePool)
+    affinity = create.plan.node_pool.reservation_affinity
+    assert affinity is not None
+    assert affinity.values == (POOL,)
+    assert delivered.status.booking is not None
+    assert delivered.status.booking.state == BookingState.DELIVERED
+    # The stop before the end is a timer: at most 72h - 15m (and a second) away.
+    assert delivered.requeue_after is not None
+    assert (
+        delivered.requeue_after <= (timedelta(hours=72) - timedelta(minutes=15)).total_seconds() + 1
+    )
+
+
+def test_a_declined_booking_fails_the_request_or_moves_down_its_ladder() -> None:
+    submitted = run(observed(APPROVED)).status
+    declined = run(seen(after(submitted, APPROVED), "DECLINED"))
+    assert declined.status.phase == Phase.FAILED
+    assert cond_tuple(declined, cond.BOOKED) == ("False", "BookingDeclined")
+    assert "DECLINED" in (declined.status.message or "")
+    ladder = with_(APPROVED, provisioning={"fallback": [{"mode": "FlexStart"}]})
+    moved = run(seen(observed(ladder, run(observed(ladder)).status), "DECLINED"))
+    assert moved.status.phase != Phase.FAILED
+    assert moved.status.step == 2
+
+
+def test_the_workload_is_stopped_before_the_block_ends_and_the_request_ends() -> None:
+    submitted = run(observed(APPROVED)).status
+    on = run(seen(after(submitted, APPROVED, now=START), "FULFILLED", POOL))
+    stop = START + timedelta(hours=72) - timedelta(minutes=15)
+    running = after(on.status, APPROVED, now=stop, pool=pool_for(APPROVED), job=job_view("llama-0"))
+    ended = run(seen(running, "FULFILLED", POOL))
+    assert [a.name for a in only(ended.actions, DeleteJob)] == ["llama-0"]
+    assert ended.status.phase == Phase.FAILED
+    assert "BlockEnded" in (ended.status.message or "")
+    # A workload that finished on its own before the stop keeps its own outcome.
+    done = after(
+        on.status,
+        APPROVED,
+        now=stop,
+        pool=pool_for(APPROVED),
+        job=job_view("llama-0", complete=True),
+    )
+    assert only(run(seen(done, "FULFILLED", POOL)).actions, DeleteJob) == []
+
+
+def test_its_pods_get_the_stop_as_their_grace_period() -> None:
+    submitted = run(observed(APPROVED)).status
+    on = run(seen(after(submitted, APPROVED, now=START), "FULFILLED", POOL))
+    ready = after(on.status, APPROVED, now=START, pool=pool_for(APPROVED))
+    created = run(seen(ready, "FULFILLED", POOL))
+    [job] = only(created.actions, CreateJob)
+    assert job.manifest["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 900
+
+
+def test_deleting_cancels_a_booking_under_review_and_keeps_an_approved_one() -> None:
+    submitted = run(observed(APPROVED)).status
+    reviewing = seen(after(submitted, APPROVED, deleting=True), "PENDING_APPROVAL")
+    cancelling = run(reviewing)
+    assert only(cancelling.actions, CancelBooking) == [CancelBooking(POOL, "us-east5-a")]
+    assert not cancelling.released
+    cancelled = run(seen(after(submitted, APPROVED, deleting=True), "CANCELLED"))
+    assert cancelled.released
+    locked = run(seen(after(submitted, APPROVED, deleting=True), "PROCURING"))
+    assert only(locked.actions, CancelBooking) == []
+    assert locked.released
+    assert "billed for it until 2025-06-06T12:00:00Z" in (locked.status.message or "")
+
+
+def test_a_tpu_block_books_chips() -> None:
+    body = spec_body(
+        tpu("v6e", "4x4"),
+        provisioning={"mode": "Calendar", "zones": ["us-east5-b"], "calendar": BLOCK},
+    )
+    decision = run(observed(body))
+    booking = decision.status.booking
+    assert booking is not None
+    assert (booking.count, booking.unit, booking.zone) == (16, "chips", "us-east5-b")
+
+
+def test_the_default_config_asks_for_approval() -> None:
+    assert CONFIG.book_without_approval is False
+    assert only(run(observed(GPU_BLOCK), CONFIG).actions, SubmitBooking) == []
