@@ -6,14 +6,14 @@ are built by hand."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from dws_operator.api import BookingState, Phase, TrainingRequestStatus
 from dws_operator.reconcile import CreateJob, CreateNodePool, DeleteJob, ReconcileConfig
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import CancelBooking, SubmitBooking
-from dws_operator.reconcile.booking import request_id_for
+from dws_operator.reconcile.booking import STOP_LEAD_SECONDS, request_id_for
 from dws_operator.reconcile.observed import BookingView, Observed
 from tests.builders import gpu, spec_body, tpu
 from tests.unit.decisions import (
@@ -27,10 +27,13 @@ from tests.unit.decisions import (
     only,
     pool_for,
     run,
+    status_at,
     with_,
 )
 
 START = T0 + timedelta(days=2)
+#: 15 minutes (stopBefore) and the operator's lead before the block's end.
+STOP = START + timedelta(hours=72) - timedelta(minutes=15, seconds=STOP_LEAD_SECONDS)
 BLOCK = {"startTime": "2025-06-03T12:00:00Z", "duration": "72h", "stopBefore": "15m"}
 GPU_BLOCK = spec_body(
     gpu("nvidia-h100-80gb", nodes=2),
@@ -117,11 +120,9 @@ def test_approved_it_waits_for_the_start_and_then_the_pool_is_made_on_the_reserv
     assert affinity.values == (POOL,)
     assert delivered.status.booking is not None
     assert delivered.status.booking.state == BookingState.DELIVERED
-    # The stop before the end is a timer: at most 72h - 15m (and a second) away.
+    # The stop before the end is a timer: at most 72h - 15m - the lead (and a second) away.
     assert delivered.requeue_after is not None
-    assert (
-        delivered.requeue_after <= (timedelta(hours=72) - timedelta(minutes=15)).total_seconds() + 1
-    )
+    assert delivered.requeue_after <= (STOP - START).total_seconds() + 1
 
 
 def test_a_declined_booking_fails_the_request_or_moves_down_its_ladder() -> None:
@@ -138,22 +139,31 @@ def test_a_declined_booking_fails_the_request_or_moves_down_its_ladder() -> None
 
 def test_the_workload_is_stopped_before_the_block_ends_and_the_request_ends() -> None:
     submitted = run(observed(APPROVED)).status
-    on = run(seen(after(submitted, APPROVED, now=START), "FULFILLED", POOL))
-    stop = START + timedelta(hours=72) - timedelta(minutes=15)
-    running = after(on.status, APPROVED, now=stop, pool=pool_for(APPROVED), job=job_view("llama-0"))
-    ended = run(seen(running, "FULFILLED", POOL))
-    assert [a.name for a in only(ended.actions, DeleteJob)] == ["llama-0"]
+    on = run(seen(after(submitted, APPROVED, now=START), "FULFILLED", POOL)).status
+    running = status_at(Phase.RUNNING, APPROVED, requested=START, started=START, booking=on.booking)
+
+    def at(moment: datetime, **job: Any) -> Observed:
+        obs = after(
+            running,
+            APPROVED,
+            now=moment,
+            pool=pool_for(APPROVED),
+            job=job_view(**job),
+            service=True,
+        )
+        return seen(dataclasses.replace(obs, nodes_by_pool={POOL: 2}), "FULFILLED", POOL)
+
+    early = run(at(STOP - timedelta(seconds=1), ready=2))
+    assert early.actions == []
+    assert early.status.phase == Phase.RUNNING
+    ended = run(at(STOP, ready=2))
+    assert [a.name for a in only(ended.actions, DeleteJob)] == ["llama"]
     assert ended.status.phase == Phase.FAILED
     assert "BlockEnded" in (ended.status.message or "")
     # A workload that finished on its own before the stop keeps its own outcome.
-    done = after(
-        on.status,
-        APPROVED,
-        now=stop,
-        pool=pool_for(APPROVED),
-        job=job_view("llama-0", complete=True),
-    )
-    assert only(run(seen(done, "FULFILLED", POOL)).actions, DeleteJob) == []
+    done = run(at(STOP, complete=True))
+    assert only(done.actions, DeleteJob) == []
+    assert done.status.phase == Phase.SUCCEEDED
 
 
 def test_its_pods_get_the_stop_as_their_grace_period() -> None:

@@ -70,18 +70,30 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def _real_time() -> float:
+    return 1.0
+
+
 @dataclass(frozen=True)
 class OperatorTime:
     """The time the operator decides in: the wall clock, or (in process only: a sandbox
-    or a test) a simulated one running `factor` times faster, as the GKE emulator's does,
-    so a calendar block of days starts and ends in seconds on both sides."""
+    or a test) a simulated one that runs `speed()` times faster, as the GKE emulator's
+    does, so a calendar block of days starts and ends in seconds on both sides."""
 
     now: Callable[[], datetime] = _utc_now
-    #: Simulated seconds per real second: a decision's timers are that much shorter.
-    factor: float = 1.0
+    #: Simulated seconds per real second now (a test may change it as it goes).
+    speed: Callable[[], float] = _real_time
+    #: The longest real wait for a timer: a simulated clock may be moved on at once,
+    #: and a timer set before that must not sleep through what is due now.
+    longest_wait: float = float("inf")
+    #: The shortest real wait for a timer of more than that: a few simulated seconds
+    #: are microseconds, and a request waiting on something would spin.
+    shortest_wait: float = 0.2
 
     def real_seconds(self, seconds: float) -> float:
-        return seconds / self.factor
+        """Real seconds to wait for a timer of `seconds` (the decision's time)."""
+        scaled = seconds / self.speed()
+        return min(max(scaled, min(seconds, self.shortest_wait)), self.longest_wait)
 
 
 @dataclass(frozen=True)

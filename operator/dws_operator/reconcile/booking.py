@@ -53,6 +53,10 @@ BOOKING_POLL_SECONDS = 60.0
 UNDER_REVIEW = frozenset({"DRAFTING", "PENDING_APPROVAL", "PENDING_AMENDMENT_APPROVAL"})
 REFUSED = frozenset({"DECLINED", "FAILED", "FAILED_PARTIALLY_FULFILLED", "CANCELLED"})
 DELIVERED = "FULFILLED"
+#: The workload is told to stop this much earlier than `stopBefore` asks, so that its
+#: pods get all of their grace period (`stopBefore`) whatever the pass that stops it
+#: takes: a timer's slack, a slow API server.
+STOP_LEAD_SECONDS = 60.0
 #: Derives a booking's `requestId` from the request's uid.
 _REQUEST_ID_NAMESPACE = uuid.UUID("8d4bd1f4-3c3e-4d65-9a3b-5f0c1e6f2a11")
 
@@ -79,7 +83,8 @@ class BookingPlan:
 
     @property
     def stop_at(self) -> datetime:
-        return self.end - timedelta(seconds=self.stop_before)
+        """When the workload is told to stop: stopBefore, and a lead, before the end."""
+        return self.end - timedelta(seconds=self.stop_before + STOP_LEAD_SECONDS)
 
 
 def request_id_for(uid: str) -> str:

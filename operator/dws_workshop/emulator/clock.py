@@ -4,6 +4,7 @@ seconds and every duration stays in GKE's own units."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -20,17 +21,42 @@ def now_rfc3339() -> str:
 
 
 class SimClock:
-    """Simulated seconds since `start`, running `factor` times faster than `real`."""
+    """Simulated seconds since `start`, running `factor` times faster than `real`.
+
+    A test may move it on at once (`jump`: days of a calendar block skipped) or change
+    its pace (`set_factor`: slower around a deadline the test looks at closely); the
+    time it shows never goes back."""
 
     def __init__(self, factor: float, real: Callable[[], float] = time.monotonic) -> None:
         self.factor = factor
         self._real = real
-        self._start = real()
+        self._lock = threading.Lock()
+        #: Simulated seconds at the real moment `_since`, from which `factor` runs.
+        self._base = 0.0
+        self._since = real()
         #: The simulated calendar starts at the real one's now.
         self.epoch = rfc3339.now()
 
     def now(self) -> float:
-        return (self._real() - self._start) * self.factor
+        with self._lock:
+            return self._base + (self._real() - self._since) * self.factor
+
+    def jump(self, seconds: float) -> None:
+        """Move simulated time on by `seconds` at once."""
+        if seconds < 0:
+            raise ValueError("simulated time does not go back")
+        with self._lock:
+            self._base += seconds
+
+    def set_factor(self, factor: float) -> None:
+        """Run `factor` times faster than real time from now on."""
+        if factor <= 0:
+            raise ValueError("a clock factor is positive")
+        with self._lock:
+            now = self._real()
+            self._base += (now - self._since) * self.factor
+            self._since = now
+            self.factor = factor
 
     def utc(self) -> datetime:
         """Simulated UTC now: calendar times (a booking's window) are read against it."""

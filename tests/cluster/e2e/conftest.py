@@ -4,13 +4,14 @@ emulator with its autoscaler + the operator. Every test here is marked `e2e`."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s
 
-from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
+from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread, OperatorTime
 from dws_workshop.devcluster import DevCluster
 from dws_workshop.devcluster.jobset import JobSetManager
 from dws_workshop.devcluster.kueue import KueueManager
@@ -83,12 +84,17 @@ def stack(
             queued_queue: str | None = None,
             operator: bool = True,
             cluster: str = DEFAULT_CLUSTER,
+            emulator_clock: float | None = None,
         ) -> Scenario:
             """`operator=False`: the test starts (and stops) operators itself, with the
             scenario's `operator_config`. `cluster`: the emulated GKE cluster's path (its
-            location decides the zones its pools may use)."""
+            location decides the zones its pools may use). `emulator_clock`: the
+            emulator's simulated clock runs that many times faster (a calendar block's
+            days), and the operator decides on that clock too (`OperatorTime`)."""
             emulator_config = EmulatorConfig(
-                operation_latency_seconds=0.5, clusters=[ClusterConfig(name=cluster)]
+                operation_latency_seconds=0.5,
+                clusters=[ClusterConfig(name=cluster)],
+                clock_factor=emulator_clock or 1.0,
             )
             emulator: ClusterManagerEmulator = resources.enter_context(
                 EmulatorThread(emulator_config)
@@ -108,6 +114,10 @@ def stack(
                 # Only this test's namespace: earlier tests' leftovers are not its business.
                 namespaces=(e2e_namespace,),
             )
+            if emulator_clock is not None:
+                clock = emulator.sim_clock
+                time = OperatorTime(now=clock.utc, speed=lambda: clock.factor, longest_wait=1.0)
+                config = dataclasses.replace(config, time=time)
             if operator:
                 resources.enter_context(
                     OperatorThread(config, kubeconfig=simcluster_e2e.kubeconfig)

@@ -1,0 +1,168 @@
+"""DWS Calendar mode end to end: a block booked through the emulated Compute (future
+reservations in calendar mode), Google's review, the pool on the delivered reservation,
+the workload, and the block's end. The emulator's clock, which the operator decides on
+too, runs days in seconds; around the stop before the end the test slows it down and
+skips ahead (`SimClock.jump`), so the stop is looked at closely without days of waiting."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from kubernetes import client as k8s
+
+from dws_operator import rfc3339
+from dws_operator.api import GROUP, PLURAL, VERSION
+from dws_operator.reconcile.booking import STOP_LEAD_SECONDS
+from dws_workshop.emulator.config import CalendarReview
+from dws_workshop.simulator.scenario import SimScenario
+from tests.builders import gpu, tpu
+from tests.cluster.e2e.conftest import Stack
+from tests.cluster.e2e.test_dws_flow import SETTLE, forever, sim
+from tests.cluster.operator.harness import Scenario
+from tests.polling import eventually
+
+#: A day of the emulator's in about 40 real seconds.
+FAST = 2000.0
+#: Slow enough around the stop that the operator's pass is seconds of simulated time.
+CLOSE = 20.0
+AUTOSCALER = SimScenario(clock_factor=60.0)
+
+
+def block(scenario: Scenario, starts_in: timedelta, **fields: Any) -> dict[str, Any]:
+    start = scenario.emulator.sim_clock.utc() + starts_in
+    return {"startTime": rfc3339.seconds(start), "duration": "24h", **fields}
+
+
+def calendar(zone: str, block_: dict[str, Any]) -> dict[str, Any]:
+    return {"zones": [zone], "calendar": block_}
+
+
+def approve(scenario: Scenario) -> None:
+    scenario.objects.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        scenario.namespace,
+        PLURAL,
+        scenario.name,
+        {"spec": {"approveBooking": True}},
+    )
+
+
+def booking(scenario: Scenario) -> dict[str, Any]:
+    found: dict[str, Any] = scenario.status().get("booking") or {}
+    return found
+
+
+def state(scenario: Scenario) -> str | None:
+    return booking(scenario).get("state")
+
+
+def pool_nodes(scenario: Scenario) -> list[k8s.V1Node]:
+    selector = f"cloud.google.com/gke-nodepool={scenario.pool_name}"
+    return list(scenario.core.list_node(label_selector=selector).items)
+
+
+def test_a_gpu_block_is_shown_approved_booked_once_delivered_and_run_on(stack: Stack) -> None:
+    scenario = stack(AUTOSCALER, emulator_clock=FAST)
+    compute = scenario.emulator.compute
+    scenario.create(
+        gpu("nvidia-h100-80gb", nodes=2),
+        mode="Calendar",
+        provisioning=calendar("us-east5-a", block(scenario, timedelta(hours=3))),
+        template=sim("5s"),
+    )
+    eventually(lambda: state(scenario) == "AwaitingApproval", what="the booking shown")
+    shown = booking(scenario)
+    assert (shown["count"], shown["unit"], shown["machineType"]) == (2, "VMs", "a3-highgpu-8g")
+    assert scenario.phase() == "Pending"
+    # Nothing is booked before the approval, however long it waits.
+    scenario.emulator.sim_clock.jump(3600)
+    eventually(lambda: scenario.condition("Booked") is not None, what="the Booked condition")
+    assert compute.bookings() == []
+    assert scenario.emulator.calls_for("CreateNodePool") == []
+    approve(scenario)
+    eventually(
+        lambda: state(scenario) in ("Approved", "Delivered"), timeout=SETTLE, what="approved"
+    )
+    [(project, zone, booked)] = compute.bookings()
+    assert (project, zone, booked.name) == ("dws-sandbox", "us-east5-a", shown["name"])
+    assert booked.specific_sku_properties.total_count == 2
+    assert booked.specific_reservation_required
+    # The pool comes at the start, on the delivered reservation, and the work runs on it.
+    scenario.wait_phase("Succeeded", timeout=SETTLE)
+    pool = scenario.pool()
+    affinity = pool.config.reservation_affinity
+    assert list(affinity.values) == [shown["name"]]
+    assert booking(scenario)["state"] == "Delivered"
+    started = rfc3339.parse(scenario.status()["startedAt"])
+    assert started >= rfc3339.parse(shown["startTime"])
+    assert len(compute.bookings()) == 1
+
+
+def test_a_tpu_block_ends_with_its_workload_stopped_before_the_vms_go(stack: Stack) -> None:
+    scenario = stack(AUTOSCALER, emulator_clock=FAST)
+    clock = scenario.emulator.sim_clock
+    scenario.create(
+        tpu("v6e", "4x4"),
+        mode="Calendar",
+        provisioning=calendar("us-east5-a", block(scenario, timedelta(hours=2), stopBefore="30m")),
+        template=forever(),
+        approveBooking=True,
+    )
+    running = eventually(
+        lambda: (
+            len([p for p in scenario.pods() if p.status.phase == "Running"]) == 4
+            and scenario.pods()
+        ),
+        timeout=SETTLE,
+        what="four pods running on the delivered slice",
+    )
+    grace = {p.spec.termination_grace_period_seconds for p in running}
+    assert grace == {1800}
+    assert booking(scenario)["unit"] == "chips"
+    end = rfc3339.parse(booking(scenario)["endTime"])
+    stop_at = end - timedelta(minutes=30, seconds=STOP_LEAD_SECONDS)
+    scenario.wait_phase("Running", timeout=SETTLE)
+    # Skip to two simulated minutes before the stop, slowed down to look at it closely.
+    clock.set_factor(CLOSE)
+    clock.jump(max((stop_at - clock.utc()).total_seconds() - 120, 0))
+    assert scenario.phase() == "Running"
+    failed = scenario.wait_phase("Failed", timeout=SETTLE)
+    stopped = rfc3339.parse(failed["finishedAt"])
+    assert "BlockEnded" in failed["message"]
+    # Told to stop (its Job deleted, so its pods get SIGTERM) at least the pods' grace
+    # period before the block's end, and not before the stop was due.
+    assert stop_at <= stopped <= end - timedelta(minutes=30)
+    assert scenario.jobs() == [] or all(j.metadata.deletion_timestamp for j in scenario.jobs())
+    assert _no_pod_lost_its_node(scenario)
+    clock.set_factor(FAST)
+    eventually(lambda: pool_nodes(scenario) == [], timeout=SETTLE, what="the slice's VMs gone")
+
+
+def _no_pod_lost_its_node(scenario: Scenario) -> bool:
+    """No pod was failed by its node going (a DisruptionTarget condition)."""
+    for pod in scenario.pods():
+        for condition in pod.status.conditions or []:
+            if condition.type == "DisruptionTarget":
+                return False
+    return True
+
+
+def test_a_declined_booking_fails_the_request_and_makes_nothing(stack: Stack) -> None:
+    scenario = stack(AUTOSCALER, emulator_clock=FAST)
+    scenario.emulator.compute.set_calendar_review(CalendarReview(outcome="decline"))
+    scenario.create(
+        gpu("nvidia-h100-80gb"),
+        mode="Calendar",
+        provisioning=calendar("us-east5-a", block(scenario, timedelta(hours=3))),
+        template=forever(),
+        approveBooking=True,
+    )
+    failed = scenario.wait_phase("Failed", timeout=SETTLE)
+    assert "DECLINED" in failed["message"]
+    booked = scenario.condition("Booked")
+    assert booked is not None
+    assert (booked["status"], booked["reason"]) == ("False", "BookingDeclined")
+    assert state(scenario) == "Declined"
+    assert scenario.emulator.calls_for("CreateNodePool") == []
