@@ -176,6 +176,24 @@ PANELS: tuple[Panel, ...] = (
         ),
     ),
     Panel(
+        "Calendar-mode bookings",
+        "Bookings by state; how long Google's review took (p90); how much of each "
+        "finished block its request used (median).",
+        (
+            Query("sum by (state) (dws_bookings)", "{{state}}"),
+            Query(
+                "histogram_quantile(0.9, sum by (le) "
+                "(rate(dws_booking_approval_seconds_bucket[$__rate_interval])))",
+                "p90 seconds to approval",
+            ),
+            Query(
+                "histogram_quantile(0.5, sum by (le) "
+                "(rate(dws_block_utilisation_ratio_bucket[$__rate_interval])))",
+                "median block utilisation",
+            ),
+        ),
+    ),
+    Panel(
         "Orphaned node pools",
         "Pools the operator made whose request is gone (deleted once Node-free for "
         "DWS_ORPHAN_GRACE_SECONDS); anything above 0 is a fault's leftover.",

@@ -9,6 +9,8 @@ import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
+
 from dws_operator.api import BookingState, Phase, TrainingRequestStatus
 from dws_operator.reconcile import CreateJob, CreateNodePool, DeleteJob, ReconcileConfig
 from dws_operator.reconcile import conditions as cond
@@ -104,15 +106,15 @@ def test_the_operator_may_book_without_approval() -> None:
 
 def test_approved_it_waits_for_the_start_and_then_the_pool_is_made_on_the_reservation() -> None:
     submitted = run(observed(APPROVED)).status
-    waiting = run(seen(after(submitted, APPROVED), "PROCURING"))
+    waiting = run(seen(after(submitted, APPROVED, now=T0 + timedelta(minutes=10)), "PROCURING"))
+    assert waiting.tally.approval_seconds == 600
     assert waiting.actions == []
     assert waiting.status.phase == Phase.PENDING
     assert cond_tuple(waiting, cond.BOOKED) == ("True", "Approved")
     # Woken just after the start, not before.
     assert waiting.requeue_after is not None
-    assert (
-        timedelta(days=2) <= timedelta(seconds=waiting.requeue_after) < timedelta(days=2, minutes=1)
-    )
+    until = START - (T0 + timedelta(minutes=10))
+    assert until <= timedelta(seconds=waiting.requeue_after) < until + timedelta(minutes=1)
     delivered = run(seen(after(waiting.status, APPROVED, now=START), "FULFILLED", POOL))
     [create] = only(delivered.actions, CreateNodePool)
     affinity = create.plan.node_pool.reservation_affinity
@@ -160,6 +162,8 @@ def test_the_workload_is_stopped_before_the_block_ends_and_the_request_ends() ->
     assert [a.name for a in only(ended.actions, DeleteJob)] == ["llama"]
     assert ended.status.phase == Phase.FAILED
     assert "BlockEnded" in (ended.status.message or "")
+    # Both reserved VMs held from the start to the stop: all of the block but the stop.
+    assert ended.tally.block_utilisation == pytest.approx((STOP - START) / timedelta(hours=72))
     # A workload that finished on its own before the stop keeps its own outcome.
     done = run(at(STOP, complete=True))
     assert only(done.actions, DeleteJob) == []

@@ -12,6 +12,7 @@ import yaml
 
 from dws_operator.cli.objects import PLACEHOLDER_UID
 from dws_operator.naming import default_node_pool_name
+from dws_operator.reconcile.booking import request_id_for
 from tests.unit.test_cli import run
 
 UID = "6f1c0a52-3b7e-4d2a-9c1e-0123456789ab"
@@ -356,3 +357,72 @@ def test_an_existing_pool_is_not_created(
     assert job["spec"]["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] == (
         "theirs"
     )
+
+
+def test_a_calendar_block_and_the_pool_on_its_reservation(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    manifest = {
+        "apiVersion": "dws-operator.dev/v1alpha1",
+        "kind": "TrainingRequest",
+        "metadata": {"name": "llama-block", "namespace": "ml"},
+        "spec": {
+            "accelerator": {"gpu": {"type": "nvidia-h100-80gb", "nodes": 4}},
+            "provisioning": {
+                "mode": "Calendar",
+                "zones": ["us-east5-a"],
+                "calendar": {"startTime": "2030-01-07T08:00:00Z", "duration": "72h"},
+            },
+            "template": {"spec": {"containers": [{"name": "train", "image": "x/train:1"}]}},
+        },
+    }
+    path = tmp_path / "block.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    uid = "6f1c2a40-0000-4000-8000-00000000beef"
+    document = objects(capsys, "-f", str(path), "--uid", uid, *CLUSTER)
+    [step] = document["steps"]
+    booking = step["futureReservation"]
+    name = default_node_pool_name("llama-block", uid)
+    assert (booking["project"], booking["zone"]) == ("proj-123", "us-east5-a")
+    assert booking["requestId"] == request_id_for(uid)
+    body = booking["futureReservationResource"]
+    assert (body["name"], body["reservationName"]) == (name, name)
+    assert body["reservationMode"] == "CALENDAR"
+    assert body["specificSkuProperties"]["totalCount"] == "4"
+    assert body["timeWindow"] == {
+        "startTime": "2030-01-07T08:00:00Z",
+        "endTime": "2030-01-10T08:00:00Z",
+    }
+    [create] = step["createNodePool"]
+    assert create["nodePool"]["config"]["reservationAffinity"] == {
+        "consumeReservationType": "SPECIFIC_RESERVATION",
+        "key": "compute.googleapis.com/reservation-name",
+        "values": [name],
+    }
+    [job] = [o for o in step["kubernetes"] if o["kind"] == "Job"]
+    assert job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 600
+
+
+def test_plan_says_what_a_calendar_request_books(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "block.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "spec": {
+                    "accelerator": {"tpu": {"version": "v6e", "topology": "4x4"}},
+                    "provisioning": {
+                        "mode": "Calendar",
+                        "zones": ["us-east5-b"],
+                        "calendar": {"startTime": "2030-01-07T08:00:00Z", "duration": "24h"},
+                    },
+                    "template": {"spec": {"containers": [{"name": "t", "image": "x/t:1"}]}},
+                }
+            }
+        )
+    )
+    code, out, err = run(capsys, "plan", "-f", str(path))
+    assert (code, err) == (0, "")
+    assert "Booking     16 chips in us-east5-b, 2030-01-07T08:00:00Z to 2030-01-08T08:00:00Z" in out
+    assert "stop 10m before the end" in out

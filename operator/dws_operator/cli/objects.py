@@ -228,6 +228,10 @@ def objects_document(
             pools.append(_path_first(api_json(create), "parent"))
         entry: dict[str, Any] = {"step": step.index + 1, "mode": step.mode}
         entry["attempt"] = step.attempt
+        if step.booking is not None:
+            # Submitted once spec.approveBooking is true; the pool follows at the start.
+            insert = gke_lazy.insert_booking_request(config.project, step.booking)
+            entry["futureReservation"] = _path_first(api_json(insert), "project", "zone")
         if policies:
             entry["workloadPolicies"] = list(policies.values())
         entry["createNodePool"] = pools

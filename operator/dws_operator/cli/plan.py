@@ -12,10 +12,11 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from dws_operator import rfc3339
 from dws_operator.api import TrainingRequestSpec
 from dws_operator.catalog import GpuDriver, GpuType, ProvisioningMode, TpuVersion
 from dws_operator.cli.objects import register_flags, run_objects
-from dws_operator.durations import format_duration
+from dws_operator.durations import format_duration, parse_duration
 from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
 from dws_operator.naming import step_pool_base, workload_policy_name
 from dws_operator.planning import SlicePlan, plan_slice
@@ -261,6 +262,10 @@ def run(args: argparse.Namespace) -> int:
         print(yaml.safe_dump(document, sort_keys=False), end="")
     else:
         print(render_table(plan))
+        booking = render_booking(TrainingRequestSpec.model_validate(_request(args)[0]), plan)
+        if booking is not None:
+            print()
+            print(booking)
         for index, step in enumerate(ladder[1:], start=1):
             print()
             print(render_step(index, len(ladder), step))
@@ -273,6 +278,26 @@ def _step_document(index: int, plan: SlicePlan) -> dict[str, Any]:
         "maxWaitSeconds": plan.max_wait_seconds,
         "nodePool": plan.node_pool.model_dump(mode="json", by_alias=True, exclude_none=True),
     }
+
+
+def render_booking(spec: TrainingRequestSpec, plan: SlicePlan) -> str | None:
+    """What a Calendar-mode request books, for people; None for other modes."""
+    block = spec.provisioning.calendar
+    if block is None:
+        return None
+    start = block.start_time
+    end = start + parse_duration(block.duration)
+    tpu = spec.accelerator.tpu is not None
+    what = f"{plan.total_chips} chips" if tpu else f"{plan.nodes} x {plan.machine_type}"
+    zone = (spec.provisioning.zones or ["?"])[0]
+    return "\n".join(
+        (
+            f"Booking     {what} in {zone}, {rfc3339.seconds(start)} to {rfc3339.seconds(end)}",
+            "            (a Compute future reservation in calendar mode; submitted once "
+            "spec.approveBooking is true)",
+            f"            the workload is told to stop {block.stop_before} before the end",
+        )
+    )
 
 
 def render_step(index: int, steps: int, plan: SlicePlan) -> str:

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from dws_operator.api import AttemptOutcome, TrainingRequestStatus
+from dws_operator.api import AttemptOutcome, BookingState, TrainingRequestStatus
 from dws_operator.catalog import GpuType, ProvisioningMode, TpuVersion
 from dws_operator.reconcile import RequestFacts, Tally
 
@@ -100,6 +100,34 @@ class _Requests(Collector):
         yield family
 
 
+class _Bookings(Collector):
+    """`dws_bookings`: Calendar-mode bookings by state, counted at scrape time from what
+    the reconciler last saw of each request (no series kept per request)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_key: dict[tuple[str, str], str] = {}
+
+    def set(self, key: tuple[str, str], state: str | None) -> None:
+        with self._lock:
+            if state is None:
+                self._by_key.pop(key, None)
+            else:
+                self._by_key[key] = state
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "dws_bookings",
+            "Calendar-mode bookings (DWS Calendar) of the TrainingRequests, by state.",
+            labels=["state"],
+        )
+        with self._lock:
+            counts = collections.Counter(self._by_key.values())
+        for state in BookingState:
+            family.add_metric([state.value], counts.get(state.value, 0))
+        yield family
+
+
 class OperatorMetrics:
     """Every metric of one operator, in a registry of its own (tests run several)."""
 
@@ -108,6 +136,20 @@ class OperatorMetrics:
         r = self.registry
         self.requests = _Requests()
         r.register(self.requests)
+        self.bookings = _Bookings()
+        r.register(self.bookings)
+        self.booking_approval = Histogram(
+            "dws_booking_approval_seconds",
+            "Seconds from a Calendar-mode booking's submit to Google's approval, as seen.",
+            buckets=(60, 300, 900, 3600, 4 * 3600, 24 * 3600, 3 * 24 * 3600),
+            registry=r,
+        )
+        self.block_utilisation = Histogram(
+            "dws_block_utilisation_ratio",
+            "Node-hours a finished Calendar-mode request used over those its block reserved.",
+            buckets=(0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 1.0),
+            registry=r,
+        )
         self.transitions = Counter(
             "dws_request_phase_transitions",
             "Phase changes of TrainingRequests.",
@@ -237,8 +279,13 @@ class OperatorMetrics:
         once written (None: it wrote nothing new)."""
         labels = request_labels(facts, status)
         self.requests.set(key, labels)
+        self.bookings.set(key, status.booking.state.value if status.booking else None)
         if counted is None:
             return
+        if counted.approval_seconds is not None:
+            self.booking_approval.observe(counted.approval_seconds)
+        if counted.block_utilisation is not None:
+            self.block_utilisation.observe(counted.block_utilisation)
         if counted.transition is not None:
             self.transitions.labels(*counted.transition).inc()
         kind = (labels.accelerator, labels.mode)
@@ -258,6 +305,7 @@ class OperatorMetrics:
 
     def request_gone(self, key: tuple[str, str]) -> None:
         self.requests.remove(key)
+        self.bookings.set(key, None)
 
     def reconciled(self, seconds: float, ok: bool) -> None:
         self.passes.labels("ok" if ok else "error").inc()

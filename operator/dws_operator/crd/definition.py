@@ -37,6 +37,8 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Nodes", "type": "integer", "jsonPath": ".status.plan.totalNodes"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Pool", "type": "string", "jsonPath": ".status.nodePool.name", "priority": 1},
+    # A Calendar-mode request's booking (AwaitingApproval, UnderReview, Delivered...).
+    {"name": "Booking", "type": "string", "jsonPath": ".status.booking.state", "priority": 1},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
 ]
 

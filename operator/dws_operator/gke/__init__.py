@@ -31,13 +31,13 @@ if TYPE_CHECKING:
     )
 
 #: Served by `policies`, imported on first use: the Compute client library it needs
-#: costs about 95 MiB and a second at start-up, and only Ironwood slices use it.
+#: costs about 95 MiB and a second at start-up, and only Ironwood slices and calendar-mode
+#: bookings use it.
 _POLICIES = (
     "COMPUTE_ENDPOINT_ENV",
     "ComputeApis",
     "WorkloadPolicyClient",
     "connect_compute",
-    "insert_booking_request",
     "insert_policy_request",
 )
 

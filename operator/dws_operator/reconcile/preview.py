@@ -14,14 +14,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dws_operator.api import Phase, TrainingRequestStatus
+from dws_operator.catalog import ProvisioningMode
 from dws_operator.errors import InvalidSpec
 from dws_operator.kube_types import Job, JobSet, Service
 from dws_operator.planning import SlicePlan
 from dws_operator.reconcile.actions import CreateJob, CreateNodePool, CreateService
+from dws_operator.reconcile.booking import BookingPlan, plan_booking
 from dws_operator.reconcile.decide import decide
 from dws_operator.reconcile.decision import Decision, ReconcileConfig
 from dws_operator.reconcile.facts import RequestFacts, read_spec
-from dws_operator.reconcile.observed import Observed, PoolState, PoolView, RequestView
+from dws_operator.reconcile.observed import (
+    BookingView,
+    Observed,
+    PoolState,
+    PoolView,
+    RequestView,
+)
 from dws_operator.reconcile.step import StepPlan, attempt_number, planned
 from dws_operator.zones import ClusterSite
 
@@ -50,6 +58,8 @@ class PreviewStep:
     pools: tuple[tuple[str, SlicePlan], ...]
     #: The Service (first step only: later steps find it made) and the Job or JobSet.
     objects: tuple[Service | Job | JobSet, ...]
+    #: What a Calendar step books (shown as once approved and delivered at its start).
+    booking: BookingPlan | None = None
 
 
 def preview(
@@ -100,8 +110,13 @@ def _step(request: RequestView, step: StepPlan, config: ReconcileConfig) -> Prev
     plan = step.plan
     managed = not step.spec.node_pool.existing
     pools: tuple[tuple[str, SlicePlan], ...] = ()
+    now, booking, seen = _NOW, None, None
+    if step.spec.provisioning.mode == ProvisioningMode.CALENDAR:
+        # Looked at as the block starts: the booking approved and its reservation there.
+        booking = plan_booking(request.facts.base_pool, request.uid, step.spec, plan)
+        now, seen = booking.start, BookingView("FULFILLED", (booking.name,))
     if managed:
-        asking = _decide(Observed(request=request, now=_NOW), config).actions
+        asking = _decide(Observed(request=request, now=now, booking=seen), config).actions
         pools = tuple((a.name, a.plan) for a in asking if isinstance(a, CreateNodePool))
     ready = tuple(
         PoolView(
@@ -116,7 +131,8 @@ def _step(request: RequestView, step: StepPlan, config: ReconcileConfig) -> Prev
     )
     observed = Observed(
         request=request,
-        now=_NOW,
+        now=now,
+        booking=seen,
         pool=ready[0] if ready else None,
         more_pools=ready[1:],
         # Made on the first step; a later step finds it there.
@@ -127,7 +143,8 @@ def _step(request: RequestView, step: StepPlan, config: ReconcileConfig) -> Prev
         a.manifest for a in decision.actions if isinstance(a, CreateService | CreateJob)
     )
     mode = str(step.ladder[step.step].mode)
-    return PreviewStep(step.step, mode, attempt_number(decision.status), managed, pools, objects)
+    attempt = attempt_number(decision.status)
+    return PreviewStep(step.step, mode, attempt, managed, pools, objects, booking)
 
 
 def _decide(observed: Observed, config: ReconcileConfig) -> Decision:

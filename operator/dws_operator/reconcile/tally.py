@@ -38,6 +38,10 @@ class Tally:
     spared_node_seconds: float = 0.0
     #: Ladder attempts that ended now: (mode, outcome) each.
     attempts_ended: tuple[tuple[str, str], ...] = ()
+    #: Seconds from a Calendar-mode booking's submit to its approval, when seen now.
+    approval_seconds: float | None = None
+    #: Node-hours a finished request used of its calendar block's, when it ended now.
+    block_utilisation: float | None = None
 
 
 def tally(
@@ -90,6 +94,14 @@ def tally(
     spared = 0.0
     if emptied is not None:
         spared = max(AUTOSCALER_SCALE_DOWN_SECONDS - emptied, 0.0) * nodes
+    booking = after.booking
+    approval = None
+    newly_approved = before.booking is None or before.booking.approved_at is None
+    if booking is not None and booking.approved_at is not None and newly_approved:
+        approval = _seconds(booking.approved_at, booking.submitted_at)
+    utilisation = None
+    if booking is not None and before.finished_at is None and after.finished_at is not None:
+        utilisation = _utilisation(after, nodes)
     return Tally(
         transition=(str(before.phase), str(after.phase)) if before.phase != after.phase else None,
         waited_seconds=waited,
@@ -99,7 +111,21 @@ def tally(
         emptied_seconds=emptied,
         spared_node_seconds=spared,
         attempts_ended=attempts,
+        approval_seconds=approval,
+        block_utilisation=utilisation,
     )
+
+
+def _utilisation(status: TrainingRequestStatus, nodes: int) -> float | None:
+    """Node-seconds the work held (started to finished) over those its block reserved
+    (its window times its VMs: the reserved chips over the chips of a node)."""
+    booking, plan = status.booking, status.plan
+    if booking is None or plan is None or status.started_at is None:
+        return 0.0 if booking is not None and status.started_at is None else None
+    vms = booking.count if booking.unit == "VMs" else booking.count / max(plan.chips_per_node, 1)
+    reserved = (booking.end_time - booking.start_time).total_seconds() * vms
+    held = _seconds(status.finished_at, status.started_at) or 0.0
+    return min(held * nodes / reserved, 1.0) if reserved > 0 else None
 
 
 def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:

@@ -19,6 +19,7 @@ import json
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -128,6 +129,8 @@ class ComputeEmulator(CallLog[ComputeCall]):
         self._lock = lock
         self._clock = clock
         self._rngs: dict[str, random.Random] = {}
+        #: Answers lost so far under each method's `lost_answers` (since set_faults).
+        self._answers_lost: Counter[str] = Counter()
         CallLog.__init__(self, lock)
         self._runner: web.AppRunner | None = None
 
@@ -190,6 +193,7 @@ class ComputeEmulator(CallLog[ComputeCall]):
 
     def set_faults(self, method: ComputeMethodName, faults: MethodFaults | None) -> None:
         with self._lock:
+            self._answers_lost.pop(method, None)
             if faults is None:
                 self.config.compute_faults.pop(method, None)
             else:
@@ -353,9 +357,13 @@ class ComputeEmulator(CallLog[ComputeCall]):
             )
             if faults.latency_seconds:
                 await asyncio.sleep(faults.latency_seconds)
+            with self._lock:
+                lose = self._answers_lost[method] < faults.lost_answers
+                if lose:
+                    self._answers_lost[method] += 1
             try:
                 with self._lock:
-                    if self._draw(method, faults.error_rate):
+                    if not lose and self._draw(method, faults.error_rate):
                         raise _injected(method, faults)
                     params = request.params
                     if "zone" in params:
@@ -368,6 +376,14 @@ class ComputeEmulator(CallLog[ComputeCall]):
             except ComputeApiError as error:
                 self._record(method, request, error.status, error, None, started)
                 return web.json_response(error.body(), status=error.status)
+            if lose or self._draw(f"{method}:lost", faults.lost_answer_rate):
+                # Done, but the caller never hears: a gateway timeout, as a load balancer
+                # answers when the backend took too long.
+                lost = ComputeApiError(
+                    504, "deadlineExceeded", "Deadline exceeded", rule="EMU-FAULT-INJECTED"
+                )
+                self._record(method, request, lost.status, lost, response, started)
+                return web.json_response(lost.body(), status=lost.status)
             self._record(method, request, 200, None, response, started)
             return web.json_response(response)
 

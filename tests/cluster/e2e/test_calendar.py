@@ -13,7 +13,9 @@ from kubernetes import client as k8s
 
 from dws_operator import rfc3339
 from dws_operator.api import GROUP, PLURAL, VERSION
+from dws_operator.controller import OperatorThread
 from dws_operator.reconcile.booking import STOP_LEAD_SECONDS
+from dws_workshop.emulator import MethodFaults
 from dws_workshop.emulator.config import CalendarReview
 from dws_workshop.simulator.scenario import SimScenario
 from tests.builders import gpu, tpu
@@ -147,6 +149,46 @@ def _no_pod_lost_its_node(scenario: Scenario) -> bool:
             if condition.type == "DisruptionTarget":
                 return False
     return True
+
+
+def test_a_tpu_block_runs_to_succeeded_and_an_operator_killed_after_its_insert_books_once(
+    stack: Stack,
+) -> None:
+    scenario = stack(AUTOSCALER, emulator_clock=FAST, operator=False)
+    compute = scenario.emulator.compute
+    # The first insert is carried out and its answer lost: tried again, with the same
+    # requestId, it books nothing more.
+    compute.set_faults("futureReservations.insert", MethodFaults(lost_answers=1))
+    first = OperatorThread(scenario.operator_config, kubeconfig=scenario.operator_kubeconfig)
+    first.start()
+    try:
+        scenario.create(
+            tpu("v6e", "2x4"),
+            mode="Calendar",
+            provisioning=calendar("us-east5-b", block(scenario, timedelta(hours=3))),
+            template=sim("5s"),
+            approveBooking=True,
+        )
+        eventually(
+            lambda: [c for c in compute.calls_for("futureReservations.insert") if c.ok],
+            what="the booking's insert answered",
+        )
+    finally:
+        # Stopped right after the insert (a pass more may have read the booking).
+        first.stop()
+    assert state(scenario) in ("Submitted", "UnderReview")
+    with OperatorThread(scenario.operator_config, kubeconfig=scenario.operator_kubeconfig):
+        scenario.wait_phase("Succeeded", timeout=SETTLE)
+    [(_, zone, booked)] = compute.bookings()
+    assert zone == "us-east5-b"
+    assert [
+        r.accelerator.accelerator_count for r in booked.aggregate_reservation.reserved_resources
+    ] == [8]
+    inserts = compute.calls_for("futureReservations.insert")
+    assert [c.status for c in inserts][:2] == [504, 200]
+    # Every insert with the same requestId: never a second booking.
+    assert len({c.query.get("requestId") for c in inserts}) == 1
+    assert booking(scenario)["state"] == "Delivered"
 
 
 def test_a_declined_booking_fails_the_request_and_makes_nothing(stack: Stack) -> None:
