@@ -162,7 +162,7 @@ def test_kubectl_get_shows_the_printer_columns(
         assert row[step : header.index("ACCELERATOR")].strip() == ""
         assert row.split()[:6] == [name, "Running", "FlexStart", "tpu-v6e", "4x4", "4"]
     wide = kubectl("get", "tr", "-n", namespace, "-o", "wide")
-    assert wide.stdout.splitlines()[0].split()[-2:] == ["POOL", "MESSAGE"]
+    assert wide.stdout.splitlines()[0].split()[-3:] == ["POOL", "BOOKING", "MESSAGE"]
 
 
 def test_kubectl_explain_describes_the_fields(kubectl: Kubectl) -> None:

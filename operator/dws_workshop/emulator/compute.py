@@ -26,7 +26,6 @@ from typing import Any, cast
 
 from aiohttp import web
 from google.cloud import compute_v1
-from google.protobuf import json_format
 
 from dws_workshop.emulator.calendar_rules import Window, validate_zone
 from dws_workshop.emulator.calllog import CallLog
@@ -35,6 +34,7 @@ from dws_workshop.emulator.compute_api import (
     ComputeApiError,
     ComputeRequest,
     page_size,
+    parse_body,
     to_json,
 )
 from dws_workshop.emulator.compute_calendar import CalendarApi
@@ -245,19 +245,7 @@ class ComputeEmulator(CallLog[ComputeCall]):
     # Methods ----------------------------------------------------------------
 
     async def _insert(self, request: _Request) -> dict[str, Any]:
-        if not request.text.strip():
-            raise ComputeApiError(
-                400,
-                "required",
-                "Required field 'resource' not specified",
-                rule="CE-RESOURCE-REQUIRED",
-            )
-        try:
-            policy = compute_v1.ResourcePolicy.from_json(request.text)
-        except json_format.ParseError as error:
-            raise ComputeApiError(
-                400, "invalid", f"Invalid JSON payload received. {error}", rule="CE-INVALID-JSON"
-            ) from error
+        policy = parse_body(request, compute_v1.ResourcePolicy)
         validate_policy(policy)
         params = request.params
         with self._lock:

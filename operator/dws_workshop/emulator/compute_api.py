@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
+
+from google.protobuf import json_format
 
 from dws_workshop.emulator.config import MethodFaults
 from dws_workshop.emulator.ruleids import behaviour
 
 COMPUTE_ROOT = "https://www.googleapis.com/compute/v1"
+M = TypeVar("M")
 
 
 class ComputeApiError(Exception):
@@ -92,3 +95,18 @@ def page_size(value: str) -> int:
     except ValueError:
         return 500
     return min(max(size, 1), 500)
+
+
+def parse_body(request: ComputeRequest, kind: type[M]) -> M:
+    """The request's JSON body as a `kind` message, or Compute's 400 for a missing or
+    unreadable one."""
+    if not request.text.strip():
+        raise ComputeApiError(
+            400, "required", "Required field 'resource' not specified", rule="CE-RESOURCE-REQUIRED"
+        )
+    try:
+        return cast("M", kind.from_json(request.text))  # type: ignore[attr-defined]
+    except json_format.ParseError as error:
+        raise ComputeApiError(
+            400, "invalid", f"Invalid JSON payload received. {error}", rule="CE-INVALID-JSON"
+        ) from error

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 from google.cloud import compute_v1
-from google.protobuf import json_format
 
 from dws_workshop.emulator.calendar_rules import validate_request_id
 from dws_workshop.emulator.compute_api import (
@@ -21,11 +20,15 @@ from dws_workshop.emulator.compute_api import (
     ComputeApiError,
     ComputeRequest,
     page_size,
+    parse_body,
     to_json,
 )
 from dws_workshop.emulator.compute_rules import validate_name
 from dws_workshop.emulator.compute_state import ComputeState, OperationError
 from dws_workshop.emulator.config import MethodFaults
+
+#: A change of one booking by (project, zone, name, latency, error): its operation.
+Change = Callable[[str, str, str, float, OperationError | None], compute_v1.Operation]
 
 
 class CalendarApi:
@@ -44,19 +47,7 @@ class CalendarApi:
         self._operation_error = operation_error
 
     async def insert(self, request: ComputeRequest) -> dict[str, Any]:
-        if not request.text.strip():
-            raise ComputeApiError(
-                400,
-                "required",
-                "Required field 'resource' not specified",
-                rule="CE-RESOURCE-REQUIRED",
-            )
-        try:
-            reservation = compute_v1.FutureReservation.from_json(request.text)
-        except json_format.ParseError as error:
-            raise ComputeApiError(
-                400, "invalid", f"Invalid JSON payload received. {error}", rule="CE-INVALID-JSON"
-            ) from error
+        reservation = parse_body(request, compute_v1.FutureReservation)
         request_id = request.query.get("requestId", "")
         if request_id:
             validate_request_id(request_id)
@@ -103,28 +94,18 @@ class CalendarApi:
             return answer
 
     async def cancel(self, request: ComputeRequest) -> dict[str, Any]:
-        project, zone, name = _key(request)
-        method = "futureReservations.cancel"
-        with self._lock:
-            operation = self._state.cancel_booking(
-                project,
-                zone,
-                name,
-                self._latency(method),
-                self._operation_error(method, request.faults),
-            )
-            return to_json(operation)
+        return self._change(request, "futureReservations.cancel", self._state.cancel_booking)
 
     async def delete(self, request: ComputeRequest) -> dict[str, Any]:
+        return self._change(request, "futureReservations.delete", self._state.delete_booking)
+
+    def _change(self, request: ComputeRequest, method: str, change: Change) -> dict[str, Any]:
+        """A change of one booking, answered with its zone operation."""
         project, zone, name = _key(request)
-        method = "futureReservations.delete"
         with self._lock:
-            operation = self._state.delete_booking(
-                project,
-                zone,
-                name,
-                self._latency(method),
-                self._operation_error(method, request.faults),
+            latency = self._latency(method)
+            operation = change(
+                project, zone, name, latency, self._operation_error(method, request.faults)
             )
             return to_json(operation)
 
