@@ -397,7 +397,7 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
             "provisioning": {"zones": ["us-central1-a"], "calendar": BLOCK},
         },
         "spec.provisioning.zones",
-        "books TPU v6e in asia-northeast1-b, us-east5-a, us-east5-b",
+        "books TPU v6e in asia-northeast1-b, europe-west4-a, us-east5-a, us-east5-b",
     ),
     (
         "calendar-v5p-192-chips",

@@ -253,16 +253,20 @@ def _shape(spec: TrainingRequestSpec, site: ClusterSite | None, zones_field: str
 
 
 def _node_pool(
-    spec: TrainingRequestSpec, shape: _Shape, mode: ModeSettings, pool_name: str | None
+    spec: TrainingRequestSpec,
+    shape: _Shape,
+    mode: ModeSettings,
+    pool_name: str | None,
+    calendar_reservation: str | None,
 ) -> NodePoolSettings:
     provisioning = spec.provisioning
     affinity = None
     if mode.reservation_affinity == ReservationAffinity.SPECIFIC_RESERVATION:
         reservation = provisioning.reservation
         if mode.mode == ProvisioningMode.CALENDAR:
-            # A calendar block's reservation is the one its booking delivers, named as
-            # the request's pool (`reconcile.booking`).
-            reservation = pool_name
+            # A calendar block's reservation is the one its booking delivers (named as
+            # the booking, `RequestFacts.booking_name`).
+            reservation = calendar_reservation
         affinity = ReservationAffinityPlan(
             consume_reservation_type=mode.reservation_affinity,
             key=RESERVATION_NAME_KEY,
@@ -313,6 +317,7 @@ def plan_slice(
     pool_name: str | None = None,
     site: ClusterSite | None = None,
     zones_field: str = ZONES_FIELD,
+    calendar_reservation: str | None = None,
 ) -> SlicePlan:
     """Resolve the slice for `spec`; `pool_name` (the base name of the request's pools)
     names every slice's pool and, for a single slice, adds the node pool selector (the
@@ -320,7 +325,8 @@ def plan_slice(
     `site`: where the cluster is, from which a multi-host TPU slice's zone is chosen
     when the request names none (`zones.slice_zone`). Without it (chip math alone) such
     a pool has no zone; the operator always plans with its cluster's site. `zones_field`
-    names the step's zones in an error (a ladder step's are under `fallback[i]`)."""
+    names the step's zones in an error (a ladder step's are under `fallback[i]`).
+    `calendar_reservation`: the reservation a Calendar step's booking delivers."""
     errors = spec_errors(spec)
     if errors:
         raise InvalidSpec(errors)
@@ -347,7 +353,7 @@ def plan_slice(
         resource_name=shape.resource_name,
         node_selector=selector,
         tolerations=tuple(TolerationPlan.of(t) for t in tolerations),
-        node_pool=_node_pool(spec, shape, mode, pool_name),
+        node_pool=_node_pool(spec, shape, mode, pool_name, calendar_reservation),
         max_restarts=(
             spec.max_restarts if spec.max_restarts is not None else mode.default_max_restarts
         ),

@@ -18,6 +18,7 @@ from tests.clocks import ManualClock
 from tests.gke.harness import MakeEmulator
 
 PROJECT = "dws-sandbox"
+UID = "6f1c2a40-0000-4000-8000-00000000beef"
 
 
 def plan(start_in: timedelta, now: datetime, *, tpu: bool = False) -> BookingPlan:
@@ -31,7 +32,8 @@ def plan(start_in: timedelta, now: datetime, *, tpu: bool = False) -> BookingPla
         unit="chips" if tpu else "VMs",
         machine_type="ct6e-standard-4t" if tpu else "a3-highgpu-8g",
         tpu_family="VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E" if tpu else None,
-        request_id=request_id_for("6f1c2a40-0000-4000-8000-00000000beef"),
+        request_id=request_id_for(UID),
+        uid=UID,
         stop_before=600.0,
     )
 
@@ -41,6 +43,7 @@ def test_what_is_booked_for_gpus_and_for_tpus() -> None:
     gpus = future_reservation(plan(timedelta(hours=1), now))
     assert (gpus.reservation_mode, gpus.planning_status) == ("CALENDAR", "SUBMITTED")
     assert gpus.reservation_name == gpus.name
+    assert UID in gpus.description
     assert gpus.specific_reservation_required
     assert gpus.auto_delete_auto_created_reservations
     assert gpus.specific_sku_properties.total_count == 2
@@ -68,18 +71,23 @@ def test_submit_twice_books_once_then_read_and_cancel(make_emulator: MakeEmulato
     booking = plan(timedelta(hours=3), emulator.sim_clock.utc())
 
     async def scenario() -> None:
-        assert await client.read(booking.zone, booking.name) is None
+        assert await client.read(booking.zone, booking.name, UID) is None
         await client.submit(booking)
         clock.tick(1)
-        await client.submit(booking)  # the same requestId: nothing more
+        await client.submit(booking)  # the same requestId: its operation, nothing more
         clock.tick(1)
+        answers = [c.response for c in emulator.compute.calls_for("futureReservations.insert")]
+        assert [a["name"] for a in answers if a] == [answers[0]["name"]] * 2
         assert len(emulator.compute.bookings()) == 1
-        seen = await client.read(booking.zone, booking.name)
+        seen = await client.read(booking.zone, booking.name, UID)
         assert seen is not None
-        assert seen.procurement == "PENDING_APPROVAL"
+        assert (seen.procurement, seen.ours) == ("PENDING_APPROVAL", True)
+        other = await client.read(booking.zone, booking.name, "another-uid")
+        assert other is not None
+        assert not other.ours
         await client.cancel(booking.zone, booking.name)
         clock.tick(1)
-        cancelled = await client.read(booking.zone, booking.name)
+        cancelled = await client.read(booking.zone, booking.name, UID)
         assert cancelled is not None
         assert cancelled.procurement == "CANCELLED"
 

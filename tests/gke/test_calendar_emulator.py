@@ -190,7 +190,9 @@ def test_the_same_request_id_books_once(calendar: Calendar) -> None:
     request_id = str(uuid.uuid4())
     first = calendar.insert(gpu_block(start), request_id)
     again = calendar.insert(gpu_block(start), request_id)
-    assert again.name == first.name
+    # The same operation, answered again: no second insert was even tried.
+    assert (again.name, again.operation_type) == (first.name, "insert")
+    assert len(calendar.emulator.compute.calls_for("futureReservations.insert")) == 2
     assert len(calendar.emulator.compute.bookings()) == 1
     # Without it (or with another), the same name is a conflict, not a second booking.
     with pytest.raises(core_exceptions.Conflict):
@@ -241,10 +243,38 @@ def test_tpu_blocks_by_chip_count_in_the_zones_that_serve_them(calendar: Calenda
     start = calendar.now() + timedelta(days=1)
     with pytest.raises(core_exceptions.BadRequest, match="1, 4, 8, 16"):
         calendar.insert(tpu_block(start, chips=12))
-    with pytest.raises(core_exceptions.BadRequest, match="CT5LP is served in us-west4-b"):
+    with pytest.raises(core_exceptions.BadRequest, match="CT5LP is served in europe-west4-b"):
         calendar.insert(tpu_block(start, chips=16, family="CT5LP"))
     calendar.insert(tpu_block(start, chips=16))
     assert calendar.status("tpus") == "PENDING_APPROVAL"
+    # A TPU request can be neither cancelled nor deleted, even under review.
+    with pytest.raises(core_exceptions.BadRequest, match="cannot be cancelled"):
+        calendar.cancel("tpus")
+    with pytest.raises(core_exceptions.BadRequest, match="cannot be deleted"):
+        calendar.delete("tpus")
+
+
+def test_a_request_shows_once_its_insert_is_done(calendar: Calendar) -> None:
+    start = calendar.now() + timedelta(hours=2)
+    request = compute_v1.InsertFutureReservationRequest(
+        project=PROJECT, zone=ZONE, future_reservation_resource=gpu_block(start)
+    )
+    operation = calendar.bookings.insert_unary(request=request)
+    with pytest.raises(core_exceptions.NotFound):
+        calendar.get("block")
+    # Its name is taken meanwhile: a second insert of it is a conflict, not a booking.
+    with pytest.raises(core_exceptions.Conflict):
+        calendar.bookings.insert_unary(request=request)
+    calendar.done(operation)
+    assert calendar.status("block") == "PENDING_APPROVAL"
+
+
+def test_a_review_not_answered_by_the_start_fails(calendar: Calendar) -> None:
+    calendar.emulator.compute.set_calendar_review(CalendarReview(review_seconds=7200))
+    calendar.insert(gpu_block(calendar.now() + timedelta(hours=1)))
+    calendar.move(3600)
+    assert calendar.status("block") == "FAILED"
+    assert not calendar.emulator.compute.reservation_active(PROJECT, ZONE, "block-rsv")
 
 
 def test_a_request_id_must_be_a_uuid(calendar: Calendar) -> None:

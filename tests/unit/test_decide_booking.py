@@ -12,10 +12,17 @@ from typing import Any
 import pytest
 
 from dws_operator.api import BookingState, Phase, TrainingRequestStatus
-from dws_operator.reconcile import CreateJob, CreateNodePool, DeleteJob, ReconcileConfig
+from dws_operator.reconcile import (
+    CreateJob,
+    CreateNodePool,
+    DeleteJob,
+    ReconcileConfig,
+    ScaleNodePoolToZero,
+)
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import CancelBooking, SubmitBooking
 from dws_operator.reconcile.booking import STOP_LEAD_SECONDS, request_id_for
+from dws_operator.reconcile.cleanup import SUBMIT_SETTLE_SECONDS
 from dws_operator.reconcile.observed import BookingView, Observed
 from tests.builders import gpu, spec_body, tpu
 from tests.unit.decisions import (
@@ -55,7 +62,8 @@ def after(decision_status: TrainingRequestStatus, body: dict[str, Any], **kw: An
 def test_nothing_is_booked_before_approval_and_the_status_shows_what_would_be() -> None:
     decision = run(observed(GPU_BLOCK))
     assert decision.actions == []
-    assert decision.requeue_after is None
+    # Looked at again only at the start, to give up then; the approval wakes it sooner.
+    assert decision.requeue_after == pytest.approx((START - T0).total_seconds() + 1)
     assert decision.status.phase == Phase.PENDING
     booking = decision.status.booking
     assert booking is not None
@@ -207,3 +215,96 @@ def test_a_tpu_block_books_chips() -> None:
 def test_the_default_config_asks_for_approval() -> None:
     assert CONFIG.book_without_approval is False
     assert only(run(observed(GPU_BLOCK), CONFIG).actions, SubmitBooking) == []
+
+
+def test_a_block_not_approved_by_its_start_is_given_up() -> None:
+    waiting = run(observed(GPU_BLOCK)).status
+    missed = run(after(waiting, APPROVED, now=START))
+    assert only(missed.actions, SubmitBooking) == []
+    assert missed.status.phase == Phase.FAILED
+    assert "passed before the booking was submitted" in (missed.status.message or "")
+
+
+def test_a_booking_not_delivered_by_the_stop_is_given_up() -> None:
+    submitted = run(observed(APPROVED)).status
+    for procurement in ("PENDING_APPROVAL", "PROCURING"):
+        late = run(seen(after(submitted, APPROVED, now=STOP), procurement))
+        assert late.status.phase == Phase.FAILED
+        assert cond_tuple(late, cond.BOOKED) == ("False", "BookingDeclined")
+    # Submitted and never seen: not submitted again once its block is as good as over.
+    unseen = run(after(submitted, APPROVED, now=STOP))
+    assert only(unseen.actions, SubmitBooking) == []
+    assert unseen.status.phase == Phase.FAILED
+
+
+def test_a_booking_of_that_name_made_by_someone_else_is_not_used() -> None:
+    submitted = run(observed(APPROVED)).status
+    obs = after(submitted, APPROVED, now=START)
+    foreign = run(dataclasses.replace(obs, booking=BookingView("FULFILLED", (POOL,), ours=False)))
+    assert foreign.status.phase == Phase.FAILED
+    assert only(foreign.actions, CreateNodePool) == []
+    assert cond_tuple(foreign, cond.BOOKED) == ("False", "BookingNameTaken")
+
+
+def test_the_booking_is_named_from_the_uid_whatever_the_pool_is_called() -> None:
+    named = with_(APPROVED, nodePool={"name": "team-pool"})
+    [submit] = only(run(observed(named)).actions, SubmitBooking)
+    assert submit.booking.name == POOL
+
+
+def test_a_delivered_block_is_waited_on_past_maxwaitduration() -> None:
+    submitted = run(observed(APPROVED)).status
+    on = run(seen(after(submitted, APPROVED, now=START), "FULFILLED", POOL)).status
+    later = START + timedelta(hours=30)  # past the default 24h wait, before the stop
+    waiting = run(seen(after(on, APPROVED, now=later, pool=pool_for(APPROVED)), "FULFILLED", POOL))
+    assert waiting.status.phase != Phase.FAILED
+    assert waiting.status.step is None
+
+
+def test_deleting_holds_a_submitted_booking_not_seen_yet_for_a_while() -> None:
+    submitted = run(observed(APPROVED)).status
+    early = run(after(submitted, APPROVED, now=T0 + timedelta(minutes=1), deleting=True))
+    assert not early.released
+    assert early.requeue_after is not None
+    assert early.requeue_after <= SUBMIT_SETTLE_SECONDS
+    late = run(after(submitted, APPROVED, now=T0 + timedelta(minutes=11), deleting=True))
+    assert late.released
+    assert "never seen" in (late.status.message or "")
+
+
+def test_a_tpu_booking_is_never_cancelled() -> None:
+    body = with_(
+        spec_body(
+            tpu("v6e", "4x4"),
+            provisioning={"mode": "Calendar", "zones": ["us-east5-b"], "calendar": BLOCK},
+        ),
+        approveBooking=True,
+    )
+    submitted = run(observed(body)).status
+    deleted = run(seen(after(submitted, body, deleting=True), "PENDING_APPROVAL"))
+    assert only(deleted.actions, CancelBooking) == []
+    assert deleted.released
+    assert "stays" in (deleted.status.message or "")
+
+
+def test_after_the_stop_the_pools_stay_until_the_block_ends() -> None:
+    submitted = run(observed(APPROVED)).status
+    on = run(seen(after(submitted, APPROVED, now=START), "FULFILLED", POOL)).status
+    running = status_at(Phase.RUNNING, APPROVED, requested=START, started=START, booking=on.booking)
+    obs = after(
+        running, APPROVED, now=STOP, pool=pool_for(APPROVED), job=job_view(ready=2), service=True
+    )
+    ended = run(seen(dataclasses.replace(obs, nodes_by_pool={POOL: 2}), "FULFILLED", POOL))
+    # The next pass (the request now Failed, BlockEnded): no scale-down before the end.
+    after_stop = after(
+        ended.status, APPROVED, now=STOP + timedelta(minutes=1), pool=pool_for(APPROVED)
+    )
+    held = run(dataclasses.replace(after_stop, nodes_by_pool={POOL: 2}))
+    assert only(held.actions, ScaleNodePoolToZero) == []
+    end = START + timedelta(hours=72)
+    assert held.requeue_after == pytest.approx(
+        (end - (STOP + timedelta(minutes=1))).total_seconds() + 1
+    )
+    at_end = after(ended.status, APPROVED, now=end, pool=pool_for(APPROVED))
+    gone = run(dataclasses.replace(at_end, nodes_by_pool={POOL: 2}))
+    assert [a.name for a in only(gone.actions, ScaleNodePoolToZero)] == [POOL]

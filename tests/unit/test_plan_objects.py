@@ -425,4 +425,4 @@ def test_plan_says_what_a_calendar_request_books(
     code, out, err = run(capsys, "plan", "-f", str(path))
     assert (code, err) == (0, "")
     assert "Booking     16 chips in us-east5-b, 2030-01-07T08:00:00Z to 2030-01-08T08:00:00Z" in out
-    assert "stop 10m before the end" in out
+    assert "stop 10m (and a minute) before the end" in out

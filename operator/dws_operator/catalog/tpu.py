@@ -96,7 +96,8 @@ class TpuGeneration:
     #: (`aggregateReservation.vmFamily`); None: calendar mode does not serve it.
     calendar_family: str | None = None
     #: Zones where calendar mode serves the generation for training (workload type
-    #: BATCH), as Cloud TPU's calendar-mode page lists them (read 2026-11-27).
+    #: BATCH), as Cloud TPU's calendar-mode page lists them (updated 2025-12-18, read
+    #: 2026-11-27; tpu7x's, in preview, not served here yet).
     calendar_zones: tuple[str, ...] = ()
 
     def machine_type(self, name: str) -> TpuMachineType | None:
@@ -182,7 +183,7 @@ TPU_GENERATIONS: dict[TpuVersion, TpuGeneration] = {
             flex_start_zones=("us-west4-a",),
             boot_disk_types=("pd-balanced",),
             calendar_family="VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT5LP",
-            calendar_zones=("us-west4-b",),
+            calendar_zones=("europe-west4-b", "us-west4-b"),
         ),
         TpuGeneration(
             version=TpuVersion.V5P,
@@ -216,7 +217,7 @@ TPU_GENERATIONS: dict[TpuVersion, TpuGeneration] = {
             flex_start_zones=("asia-northeast1-b", "us-east5-a", "us-east5-b"),
             boot_disk_types=("hyperdisk-balanced",),
             calendar_family="VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E",
-            calendar_zones=("asia-northeast1-b", "us-east5-a", "us-east5-b"),
+            calendar_zones=("asia-northeast1-b", "europe-west4-a", "us-east5-a", "us-east5-b"),
         ),
         TpuGeneration(
             version=TpuVersion.TPU7X,

@@ -295,7 +295,8 @@ def render_booking(spec: TrainingRequestSpec, plan: SlicePlan) -> str | None:
             f"Booking     {what} in {zone}, {rfc3339.seconds(start)} to {rfc3339.seconds(end)}",
             "            (a Compute future reservation in calendar mode; submitted once "
             "spec.approveBooking is true)",
-            f"            the workload is told to stop {block.stop_before} before the end",
+            f"            the workload is told to stop {block.stop_before} (and a minute) before "
+            "the end",
         )
     )
 

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.auth.exceptions import GoogleAuthError
 
-from dws_operator.api import Phase, TrainingRequestStatus
-from dws_operator.catalog import ProvisioningMode
+from dws_operator.api import TERMINAL_PHASES, BookingState, Phase, TrainingRequestStatus
 from dws_operator.controller.cache import Key
 from dws_operator.controller.events import EventPoster
 from dws_operator.controller.kube import Conflict, Invalid, WorkloadRejected
@@ -51,6 +50,7 @@ from dws_operator.reconcile import (
     AT_ONCE,
     HELD_BACK_SECONDS,
     Action,
+    BookingPlan,
     BookingView,
     CancelBooking,
     CancelPoolOperation,
@@ -312,7 +312,7 @@ class Reconciler:
         where = booking_of(request)
         if where is None:
             return None
-        return await self._booking_client().read(*where)
+        return await self._booking_client().read(*where, request.uid)
 
     async def _ask_gke_for_unseen_pools(self, request: RequestView) -> None:
         """A deleted request is let go only on GKE's own word about each pool it may have
@@ -591,9 +591,26 @@ class Reconciler:
                     self.cache.remove_service(at)
                     return False
             case SubmitBooking(booking=booking):
-                await self._booking_client().submit(booking)
+                return await self._submit(key, body, booking)
             case CancelBooking(name=name, zone=zone):
                 await self._booking_client().cancel(zone, name)
+        return True
+
+    async def _submit(self, key: Key, body: Mapping[str, Any], booking: BookingPlan) -> bool:
+        """Submit a booking for a request held by our finalizer; False when it is not
+        held (gone, or being deleted since it was read): a booking made then would
+        outlive its request, seen by no one."""
+        metadata = body.get("metadata") or {}
+        if FINALIZER not in (metadata.get("finalizers") or []):
+            return False
+        try:
+            await self._booking_client().submit(booking)
+        except GkeError as error:
+            if error.retryable:
+                raise
+            # Refused for good (the start passed, no permission, a zone Compute does not
+            # serve): the next pass's decision fails the request.
+            self._refused[key] = (error.reason, error.message)
         return True
 
     def _booking_client(self) -> BookingClient:
@@ -662,16 +679,30 @@ _PASS_WRITES: ContextVar[list[int] | None] = ContextVar("pass_writes", default=N
 _HELD_BY_THEIR_OPERATION = (CreateNodePool, TakeOverNodePool, CancelPoolOperation)
 
 
+#: Booking states in which Compute is read on every pass of the request.
+_LIVE_BOOKINGS = frozenset(
+    {
+        BookingState.SUBMITTED,
+        BookingState.UNDER_REVIEW,
+        BookingState.APPROVED,
+        BookingState.DELIVERED,
+    }
+)
+
+
 def booking_of(request: RequestView) -> tuple[str, str] | None:
-    """(zone, name) of the request's Calendar-mode booking; None when it books none."""
-    facts = request.facts
-    if request.status.booking is not None:
-        return request.status.booking.zone, request.status.booking.name
-    spec = facts.spec
-    if spec is None or spec.provisioning.mode != ProvisioningMode.CALENDAR:
+    """(zone, name) of the request's Calendar-mode booking while Compute has something
+    to say about it: submitted and not settled, on the request's Calendar step (or
+    being deleted: a booking under review is cancelled); None otherwise, so a request
+    done with its block (finished, moved down its ladder) no longer depends on Compute."""
+    booking = request.status.booking
+    if booking is None or booking.state not in _LIVE_BOOKINGS:
         return None
-    zones = spec.provisioning.zones or []
-    return (zones[0], facts.base_pool) if len(zones) == 1 else None
+    if not request.deleting and (
+        request.status.phase in TERMINAL_PHASES or (request.status.step or 1) > 1
+    ):
+        return None
+    return booking.zone, booking.name
 
 
 def _pool_of(action: Action) -> str | None:

@@ -26,6 +26,7 @@ from google.cloud import compute_v1
 
 from dws_operator import rfc3339
 from dws_operator.gke.client import RetryPolicy
+from dws_operator.gke.compute_errors import classify_operation
 from dws_operator.gke.errors import GkeError
 from dws_operator.gke.policies import ComputeApis, call_compute
 from dws_operator.reconcile import BookingPlan, BookingView
@@ -41,7 +42,7 @@ def future_reservation(booking: BookingPlan) -> compute_v1.FutureReservation:
     )
     reservation = compute_v1.FutureReservation(
         name=booking.name,
-        description="dws-operator: a TrainingRequest's calendar-mode block",
+        description=f"dws-operator: the calendar-mode block of TrainingRequest uid {booking.uid}",
         reservation_mode="CALENDAR",
         planning_status="SUBMITTED",
         reservation_name=booking.name,
@@ -95,8 +96,9 @@ class BookingClient:
     #: Called before every attempt (as `NodePoolClient.guard`).
     guard: Callable[[], None] | None = None
 
-    async def read(self, zone: str, name: str) -> BookingView | None:
-        """The booking as Compute has it; None when it has none of that name."""
+    async def read(self, zone: str, name: str, uid: str) -> BookingView | None:
+        """The booking as Compute has it (`ours`: made for the request with `uid`); None
+        when it has none of that name."""
         request = compute_v1.GetFutureReservationRequest(
             project=self.project, zone=zone, future_reservation=name
         )
@@ -110,19 +112,26 @@ class BookingClient:
         return BookingView(
             procurement=str(status.procurement_status),
             reservations=tuple(r.rsplit("/", 1)[-1] for r in status.auto_created_reservations),
+            ours=uid in found.description,
         )
 
     async def submit(self, booking: BookingPlan) -> None:
         """Insert the booking. A repeat is harmless: Compute ignores an insert whose
-        `requestId` it has seen, and one of a name it holds is refused (409), here taken
-        as done: the name and the requestId both come from the request's uid."""
+        `requestId` it has seen (answering with its operation), and one of a name it
+        holds is refused (409), here taken as done (the read after it tells whether
+        that booking is the request's). An insert whose operation already failed raises
+        its error (classified): answered again for the same requestId, it would
+        otherwise be sent on every pass."""
         try:
-            await self._call(
+            operation = await self._call(
                 self.apis.bookings.insert_unary, insert_booking_request(self.project, booking)
             )
         except GkeError as error:
             if error.reason != "AlreadyExists":
                 raise
+            return
+        if operation.status == compute_v1.Operation.Status.DONE and operation.error.errors:
+            raise classify_operation(operation)
 
     async def cancel(self, zone: str, name: str) -> None:
         """Cancel a booking Google has not approved; gone already is done."""

@@ -37,6 +37,8 @@ from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import DeleteJob, SubmitBooking
 from dws_operator.reconcile.decision import (
+    BLOCK_ENDED,
+    BOOKING_POLL_SECONDS,
     PAST_DEADLINE_SECONDS,
     Decision,
     Draft,
@@ -46,9 +48,6 @@ from dws_operator.reconcile.ladder import next_step
 from dws_operator.reconcile.observed import BookingView
 from dws_operator.reconcile.step import StepPlan
 
-#: How often Compute is asked again while Google reviews a booking, or while a block
-#: that has started is being delivered (nothing watches Compute).
-BOOKING_POLL_SECONDS = 60.0
 #: Compute's procurement states, as the decision reads them.
 UNDER_REVIEW = frozenset({"DRAFTING", "PENDING_APPROVAL", "PENDING_AMENDMENT_APPROVAL"})
 REFUSED = frozenset({"DECLINED", "FAILED", "FAILED_PARTIALLY_FULFILLED", "CANCELLED"})
@@ -78,6 +77,8 @@ class BookingPlan:
     tpu_family: str | None
     #: The insert's idempotency key, the same for every try of this request's booking.
     request_id: str
+    #: The request's uid, which the future reservation's description names.
+    uid: str
     #: Seconds before the end that the workload is stopped.
     stop_before: float
 
@@ -93,7 +94,8 @@ def request_id_for(uid: str) -> str:
 
 def plan_booking(name: str, uid: str, spec: TrainingRequestSpec, plan: SlicePlan) -> BookingPlan:
     """The block `spec` (a Calendar step, admission-checked) books for the slice `plan`,
-    as the future reservation `name` (the request's first pool's base name)."""
+    as the future reservation `name` (`RequestFacts.booking_name`: from the request's
+    name and uid, whatever its pool is called)."""
     provisioning = spec.provisioning
     block = provisioning.calendar
     zones = provisioning.zones or []
@@ -112,6 +114,7 @@ def plan_booking(name: str, uid: str, spec: TrainingRequestSpec, plan: SlicePlan
         machine_type=plan.machine_type,
         tpu_family=family,
         request_id=request_id_for(uid),
+        uid=uid,
         stop_before=parse_duration(block.stop_before).total_seconds(),
     )
 
@@ -125,17 +128,27 @@ def book(
     status = _booking_status(run, booking, seen)
     run.status.booking = status
     if seen is None:
-        return _not_booked_yet(run, booking, config)
+        return _not_booked_yet(run, step, booking, config)
+    if not seen.ours:
+        why = (
+            f"Compute holds a future reservation {booking.name} in {booking.zone} that this "
+            "request did not make (its description does not name the request's uid)"
+        )
+        run.condition(cond.BOOKED, "False", "BookingNameTaken", why)
+        return run.fail("BookingNameTaken", why)
     procurement = seen.procurement
     if procurement in REFUSED:
         status.state = (
             BookingState.CANCELLED if procurement == "CANCELLED" else BookingState.DECLINED
         )
-        why = f"Compute says the booking {booking.name} is {procurement}"
-        run.condition(cond.BOOKED, "False", "BookingDeclined", why)
-        if step.step + 1 < len(step.ladder):
-            return next_step(run, step, AttemptOutcome.FAILED, why)
-        return run.fail("BookingDeclined", why)
+        return _no_block(run, step, f"Compute says the booking {booking.name} is {procurement}")
+    if procurement != DELIVERED and run.now >= booking.stop_at:
+        return _no_block(
+            run,
+            step,
+            f"the booking {booking.name} was not delivered before its block's end "
+            f"({_time(booking.end)}); Compute says {procurement}",
+        )
     if procurement in UNDER_REVIEW:
         status.state = BookingState.UNDER_REVIEW
         run.condition(cond.BOOKED, "False", "UnderReview", f"{booking.name} is under review")
@@ -165,7 +178,17 @@ def book(
     return _on_the_block(run, booking)
 
 
-def _not_booked_yet(run: Draft, booking: BookingPlan, config: ReconcileConfig) -> Decision:
+def _no_block(run: Draft, step: StepPlan, why: str) -> Decision:
+    """The booking will not deliver a block: the ladder's next step, else the request fails."""
+    run.condition(cond.BOOKED, "False", "BookingDeclined", why)
+    if step.step + 1 < len(step.ladder):
+        return next_step(run, step, AttemptOutcome.FAILED, why)
+    return run.fail("BookingDeclined", why)
+
+
+def _not_booked_yet(
+    run: Draft, step: StepPlan, booking: BookingPlan, config: ReconcileConfig
+) -> Decision:
     status = run.status.booking
     assert status is not None
     spec = run.request.facts.spec
@@ -176,6 +199,16 @@ def _not_booked_yet(run: Draft, booking: BookingPlan, config: ReconcileConfig) -
         why = f"Compute no longer has the booking {booking.name} (it was {status.state.value})"
         run.condition(cond.BOOKED, "False", "BookingLost", why)
         return run.fail("BookingLost", why)
+    if status.state == BookingState.AWAITING_APPROVAL and run.now >= booking.start:
+        # Never submitted: a block that has started cannot be booked (Compute wants a
+        # start in the future).
+        status.state = BookingState.DECLINED
+        return _no_block(
+            run,
+            step,
+            f"the block's start ({_time(booking.start)}) passed before the booking was "
+            "submitted (spec.approveBooking)",
+        )
     if not approved:
         status.state = BookingState.AWAITING_APPROVAL
         run.condition(
@@ -184,10 +217,17 @@ def _not_booked_yet(run: Draft, booking: BookingPlan, config: ReconcileConfig) -
             "AwaitingApproval",
             "set spec.approveBooking: true to submit the booking",
         )
+        until = (booking.start - run.now).total_seconds()
         return run.phase(
             Phase.PENDING,
             f"Would book {_window(booking)}; set spec.approveBooking: true to submit it",
-            requeue=None,
+            # Only to give up at the start: the approval itself wakes the request.
+            requeue=until + PAST_DEADLINE_SECONDS,
+        )
+    if run.now >= booking.stop_at:
+        status.state = BookingState.DECLINED
+        return _no_block(
+            run, step, f"the booking {booking.name} was never seen in Compute before its end"
         )
     status.state = BookingState.SUBMITTED
     status.submitted_at = status.submitted_at or run.now
@@ -198,7 +238,8 @@ def _not_booked_yet(run: Draft, booking: BookingPlan, config: ReconcileConfig) -
 
 def _on_the_block(run: Draft, booking: BookingPlan) -> Decision | None:
     """The block is on: None (the pool and the workload follow), with a timer for the
-    stop; past the stop, the workload is deleted and the request ends."""
+    stop; past the stop, the workload is deleted and the request ends (a workload that
+    completed keeps its own outcome)."""
     left = (booking.stop_at - run.now).total_seconds()
     job = run.observed.job
     if left > 0:
@@ -207,16 +248,15 @@ def _on_the_block(run: Draft, booking: BookingPlan) -> Decision | None:
     if run.now >= booking.end:
         assert run.status.booking is not None
         run.status.booking.state = BookingState.ENDED
-    if job is not None and job.ours and (job.complete or job.failed):
-        # It ended on its own before the stop: the workload's own outcome stands.
+    if job is not None and job.ours and job.complete:
         return None
-    if job is not None and job.ours:
+    if job is not None and job.ours and not job.failed:
         run.act(DeleteJob(job.name, run.request.facts.workload_kind))
     return run.fail(
-        "BlockEnded",
+        BLOCK_ENDED,
         f"the calendar block {booking.name} ends at {_time(booking.end)}: the workload "
-        f"was stopped {_span(booking.stop_before)} before (spec.provisioning.calendar."
-        "stopBefore)",
+        f"was stopped {_span(booking.stop_before + STOP_LEAD_SECONDS)} before "
+        "(spec.provisioning.calendar.stopBefore, and a minute for the operator's pass)",
     )
 
 

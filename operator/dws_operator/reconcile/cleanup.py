@@ -7,7 +7,13 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from dws_operator import rfc3339
-from dws_operator.api import AttemptOutcome, CleanupPolicy, Phase, TrainingRequestSpec
+from dws_operator.api import (
+    AttemptOutcome,
+    BookingState,
+    CleanupPolicy,
+    Phase,
+    TrainingRequestSpec,
+)
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import (
     CancelBooking,
@@ -18,8 +24,11 @@ from dws_operator.reconcile.actions import (
     ScaleNodePoolToZero,
 )
 from dws_operator.reconcile.decision import (
+    BLOCK_ENDED,
+    BOOKING_POLL_SECONDS,
     DRAIN_SECONDS,
     HELD_BACK_SECONDS,
+    PAST_DEADLINE_SECONDS,
     Decision,
     Draft,
     Event,
@@ -72,6 +81,12 @@ def clean_up(run: Draft, spec: TrainingRequestSpec) -> Decision:
         run.act(DeleteJob(job.name, run.request.facts.workload_kind))
         if observed.service_exists:
             run.act(DeleteService(service_name(run.request.name)))
+    grace = _block_grace(run)
+    if grace is not None:
+        # The pods stopped before a calendar block's end have until then (their grace
+        # period) to checkpoint: the VMs, paid for the whole block, stay till the end.
+        run.decision.requeue_after = soonest(grace, run.wake_by)
+        return run.decision
     managed = status.node_pool is not None and status.node_pool.managed
     cleanup = _cleanup_policy(run, spec)
     pools = observed.all_pools
@@ -137,6 +152,16 @@ def clean_up(run: Draft, spec: TrainingRequestSpec) -> Decision:
     return run.decision
 
 
+def _block_grace(run: Draft) -> float | None:
+    """Seconds until the end of the calendar block whose end stopped the workload (a
+    moment after); None when the request was not stopped so, or the end has passed."""
+    booking, completed = run.status.booking, cond.condition(run.status.conditions, cond.COMPLETED)
+    if booking is None or completed is None or completed.reason != BLOCK_ENDED:
+        return None
+    left = (booking.end_time - run.now).total_seconds()
+    return left + PAST_DEADLINE_SECONDS if left > 0 else None
+
+
 def _cleanup_policy(run: Draft, spec: TrainingRequestSpec) -> CleanupPolicy:
     """The request's cleanup, except that pools which never got capacity are deleted
     (unless Keep): their names are this request's, so nothing else could ever use them.
@@ -180,33 +205,52 @@ def release(run: Draft) -> Decision:
     run.end_attempt(AttemptOutcome.CANCELLED, "the TrainingRequest was deleted")
     busy = _settle_operations(run)
     left = any(p.ours for p in observed.abandoned)
-    kept = _settle_booking(run)
+    kept, holding = _settle_booking(run)
     gone = not run.decision.actions and not busy and (not ours or not managed) and not left
-    run.decision.released = gone
-    return run.phase(Phase.DELETING, "Deleting the Job, Service and node pool" + kept, None)
+    run.decision.released = gone and not holding
+    message = "Deleting the Job, Service and node pool" + kept
+    return run.phase(Phase.DELETING, message, run.wake_by)
 
 
-#: Compute's procurement states in which a booking may still be cancelled.
-CANCELLABLE = frozenset({"DRAFTING", "PENDING_APPROVAL", "APPROVED"})
+#: Compute's procurement states in which the operator cancels a deleted request's
+#: booking: before Google's answer. (Compute's calendar-mode page allows cancelling
+#: later too, by a deadline it does not give; Cloud TPU's says TPU requests cannot be
+#: cancelled at all.)
+CANCELLABLE = frozenset({"DRAFTING", "PENDING_APPROVAL"})
 #: States in which it holds nothing (nothing to cancel, nothing billed).
 SETTLED = frozenset({"CANCELLED", "DECLINED", "FAILED"})
+#: How long a deleted request whose booking was submitted, but not yet seen in Compute,
+#: waits for it to show (its insert may still be running) before it is let go.
+SUBMIT_SETTLE_SECONDS = 600.0
 
 
-def _settle_booking(run: Draft) -> str:
+def _settle_booking(run: Draft) -> tuple[str, bool]:
     """A deleted request's Calendar-mode booking: cancelled while Google has not
-    approved it; else it stays (Compute does not cancel a locked one), and the message
-    (and the Deleting event) says until when it is billed."""
+    answered (GPU blocks); else it stays, and the message (and the Deleting event) says
+    until when it is billed. With whether the request must be held meanwhile: a submit
+    not seen yet is waited for, so it cannot land after the request is gone."""
     booking, seen = run.status.booking, run.observed.booking
-    if booking is None or seen is None or seen.procurement in SETTLED:
-        return ""
-    if seen.procurement in CANCELLABLE:
+    if booking is None or run.now >= booking.end_time:
+        return "", False
+    if seen is None:
+        if booking.state != BookingState.SUBMITTED:
+            return "", False
+        since = (run.now - (booking.submitted_at or run.now)).total_seconds()
+        if since >= SUBMIT_SETTLE_SECONDS:
+            return f"; the booking {booking.name} was submitted but never seen in Compute", False
+        run.wake_within(SUBMIT_SETTLE_SECONDS - since + PAST_DEADLINE_SECONDS)
+        return f"; waiting to see whether the booking {booking.name} was made", True
+    if seen.procurement in SETTLED:
+        return "", False
+    if seen.procurement in CANCELLABLE and booking.unit == "VMs":
         run.act(CancelBooking(booking.name, booking.zone))
-        return f"; cancelling the booking {booking.name}"
-    if run.now >= booking.end_time:
-        return ""
+        run.wake_within(BOOKING_POLL_SECONDS)
+        return f"; cancelling the booking {booking.name}", True
     return (
-        f"; the booking {booking.name} stays: Compute cannot cancel an approved block, and "
-        f"the project is billed for it until {rfc3339.seconds(booking.end_time)}"
+        f"; the booking {booking.name} stays (the operator cancels only a GPU booking Google "
+        f"has not answered yet): the project is billed for it until "
+        f"{rfc3339.seconds(booking.end_time)} unless you cancel it in Compute",
+        False,
     )
 
 

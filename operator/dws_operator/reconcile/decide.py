@@ -127,7 +127,7 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
     if too_old is not None:
         return too_old
     if spec.provisioning.mode == ProvisioningMode.CALENDAR:
-        booking = plan_booking(run.request.facts.base_pool, run.request.uid, spec, plan)
+        booking = plan_booking(run.request.facts.booking_name, run.request.uid, spec, plan)
         waiting = book(run, result, booking, config)
         if waiting is not None:
             return waiting
@@ -138,7 +138,9 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
         # The workload could not be created yet (e.g. the API server refuses it for now).
         Phase.WAITING_FOR_CAPACITY,
     )
-    if still_provisioning and run.observed.job is None and timed_out(run, plan):
+    calendar = spec.provisioning.mode == ProvisioningMode.CALENDAR
+    if still_provisioning and run.observed.job is None and timed_out(run, plan) and not calendar:
+        # (A delivered calendar block is paid for to its end: waited for until its stop.)
         return wait_ran_out(run, result)
     waiting = ensure_pools(run, spec, plan, managed)
     if waiting is not None:

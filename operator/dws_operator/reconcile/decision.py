@@ -32,6 +32,12 @@ NEXT_STEP_SECONDS = 1.0
 NODES_IN_USE_SECONDS = 5.0
 #: A deadline is looked at this long after it passes, so the pass then sees it passed.
 PAST_DEADLINE_SECONDS = 1.0
+#: How often Compute is asked again while Google reviews a booking, while a block that
+#: has started is being delivered, or while a cancel is on its way (nothing watches
+#: Compute).
+BOOKING_POLL_SECONDS = 60.0
+#: The reason a request fails with when its calendar block's end stopped its workload.
+BLOCK_ENDED = "BlockEnded"
 #: How long a pool of a step left behind, whose delete GKE refused for good (say, a
 #: permission missing), waits before its delete is tried again.
 HELD_BACK_SECONDS = 60.0

@@ -49,6 +49,10 @@ class RequestFacts:
     named_pool: bool
     #: The pool is one the user made (`spec.nodePool.existing`): never the operator's.
     existing: bool
+    #: The future reservation a Calendar step books, and the reservation it delivers:
+    #: from the request's name and uid alone (not a pool name the spec gives, which
+    #: another request may give too).
+    booking_name: str = ""
 
     @property
     def ladder_steps(self) -> int:
@@ -93,6 +97,7 @@ def read_spec(name: str, uid: str, spec: Mapping[str, Any]) -> RequestFacts:
         base_pool=base,
         named_pool=named is not None,
         existing=bool(pool.get("existing", False)),
+        booking_name=default_node_pool_name(name, uid),
     )
 
 

@@ -89,6 +89,9 @@ class BookingView:
     procurement: str
     #: The reservations it delivered (names), once FULFILLED.
     reservations: tuple[str, ...] = ()
+    #: It names the request's uid (its description): the request's own, not another's
+    #: that happens to have the name.
+    ours: bool = True
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,7 @@ def _step(request: RequestView, step: StepPlan, config: ReconcileConfig) -> Prev
     now, booking, seen = _NOW, None, None
     if step.spec.provisioning.mode == ProvisioningMode.CALENDAR:
         # Looked at as the block starts: the booking approved and its reservation there.
-        booking = plan_booking(request.facts.base_pool, request.uid, step.spec, plan)
+        booking = plan_booking(request.facts.booking_name, request.uid, step.spec, plan)
         now, seen = booking.start, BookingView("FULFILLED", (booking.name,))
     if managed:
         asking = _decide(Observed(request=request, now=now, booking=seen), config).actions

@@ -110,7 +110,12 @@ def _plan(request: RequestView) -> Planned:
             _every_step_placed(spec, site)
         step = step_of(request)
         stepped = spec.at_step(step) if spec.ladder_steps > 1 else spec
-        plan = plan_slice(stepped, pool_name=pool_name_for(request), site=site)
+        plan = plan_slice(
+            stepped,
+            pool_name=pool_name_for(request),
+            site=site,
+            calendar_reservation=facts.booking_name,
+        )
     except InvalidSpec as invalid:
         return invalid
     return StepPlan(stepped, plan, tuple(spec.provisioning.steps), step)

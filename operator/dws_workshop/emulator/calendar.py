@@ -97,6 +97,8 @@ class CalendarState:
     now: Callable[[], datetime]
     review: Callable[[], CalendarReview]
     bookings: dict[ZonalKey, Booking] = field(default_factory=dict)
+    #: Requests whose insert has not finished yet.
+    pending: dict[ZonalKey, Booking] = field(default_factory=dict)
     delivered: dict[ZonalKey, Delivered] = field(default_factory=dict)
 
     def booking(self, project: str, zone: str, name: str) -> Booking:
@@ -118,7 +120,8 @@ class CalendarState:
         window: Window,
         ids: int,
     ) -> Booking:
-        """A request accepted by an insert (its operation carries it out at once)."""
+        """A request accepted by an insert: held apart (`pending`) until its operation is
+        done (`made`), so until then a read finds nothing of that name."""
         now = self.now()
         path = future_reservation_path(project, zone, reservation.name)
         reservation.kind = "compute#futureReservation"
@@ -139,12 +142,30 @@ class CalendarState:
             review_due=now + timedelta(seconds=review.review_seconds),
             approve=review.outcome == "approve",
         )
-        self.bookings[record.key] = record
+        self.pending[record.key] = record
         return record
+
+    def made(self, key: ZonalKey) -> None:
+        """The insert's operation is done: the request is there."""
+        record = self.pending.pop(key, None)
+        if record is not None:
+            self.bookings[key] = record
+
+    def taken(self, key: ZonalKey) -> bool:
+        """Whether a request of that name is there or on its way."""
+        return key in self.bookings or key in self.pending
 
     @behaviour("CE-FR-CANCEL")
     def cancel(self, project: str, zone: str, name: str) -> Booking:
         record = self.booking(project, zone, name)
+        if "aggregate_reservation" in record.reservation:
+            raise ComputeApiError(
+                400,
+                "invalid",
+                f"The future reservation '{name}' reserves TPUs: a TPU calendar-mode request "
+                "cannot be cancelled.",
+                rule="CE-FR-CANCEL",
+            )
         if record.procurement not in CANCELLABLE:
             raise ComputeApiError(
                 400,
@@ -159,6 +180,14 @@ class CalendarState:
     @behaviour("CE-FR-DELETE")
     def check_delete(self, project: str, zone: str, name: str) -> Booking:
         record = self.booking(project, zone, name)
+        if "aggregate_reservation" in record.reservation:
+            raise ComputeApiError(
+                400,
+                "invalid",
+                f"The future reservation '{name}' reserves TPUs: a TPU calendar-mode request "
+                "cannot be deleted.",
+                rule="CE-FR-DELETE",
+            )
         if record.procurement not in DELETABLE and self.now() < record.window.end:
             raise ComputeApiError(
                 400,
@@ -171,6 +200,7 @@ class CalendarState:
 
     def remove(self, key: ZonalKey) -> None:
         self.bookings.pop(key, None)
+        self.pending.pop(key, None)
 
     def active(self, project: str, zone: str, name: str) -> Delivered | None:
         """The delivered reservation `name` while its window is on, else None."""
@@ -188,6 +218,10 @@ class CalendarState:
     def advance(self) -> None:
         now = self.now()
         for record in self.bookings.values():
+            if record.procurement == "PENDING_APPROVAL" and now >= record.window.start:
+                # Not answered by its start: nothing is provided (ours; Compute's FAILED
+                # is "no reservations provided").
+                record.set_procurement("FAILED")
             if record.procurement == "PENDING_APPROVAL" and now >= record.review_due:
                 record.set_procurement("APPROVED" if record.approve else "DECLINED")
                 if record.approve:

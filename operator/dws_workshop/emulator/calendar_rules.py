@@ -30,11 +30,18 @@ MIN_DAYS = 1
 MAX_DAYS = 90
 MAX_GPU_VMS = 80
 TPU_CHIP_COUNTS = (1, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-#: The TPU families calendar mode serves and the zones it serves them in.
+#: The TPU families calendar mode serves and the zones it serves them in (Cloud TPU's
+#: calendar-mode page, updated 2025-12-18; v5e's last zone for SERVING only).
 TPU_ZONES: dict[str, tuple[str, ...]] = {
-    "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E": ("asia-northeast1-b", "us-east5-a", "us-east5-b"),
+    "VM_FAMILY_CLOUD_TPU_POD_SLICE_TPU7X": ("us-central1-c",),
+    "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E": (
+        "asia-northeast1-b",
+        "europe-west4-a",
+        "us-east5-a",
+        "us-east5-b",
+    ),
     "VM_FAMILY_CLOUD_TPU_POD_SLICE_CT5P": ("us-east5-a",),
-    "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT5LP": ("us-west4-b", "us-central1-a"),
+    "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT5LP": ("europe-west4-b", "us-west4-b", "us-south1-a"),
 }
 _ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
 

@@ -154,10 +154,13 @@ class ComputeState:
                 if (record.project, record.request_id) == (project, request_id):
                     return _copy(record.operation)
         key = (project, zone, reservation.name)
-        if key in self.calendar.bookings:
+        if self.calendar.taken(key):
             raise already_exists(future_reservation_path(*key))
         window = validate_future_reservation(reservation, zone, self.calendar.now())
         booking = self.calendar.add(project, zone, reservation, window, next(self._ids))
+
+        def made() -> None:
+            self.calendar.made(key)
 
         def failed() -> None:
             self.calendar.remove(key)
@@ -168,7 +171,7 @@ class ComputeState:
             zone,
             booking.reservation,
             latency,
-            lambda: None,
+            made,
             failed,
             error,
             scope="zones",
