@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from google.auth.exceptions import GoogleAuthError
 
-from dws_operator.api import TERMINAL_PHASES, BookingState, Phase, TrainingRequestStatus
+from dws_operator.api import Phase, TrainingRequestStatus
+from dws_operator.controller.bookings import BookingConnector, Bookings
 from dws_operator.controller.cache import Key
 from dws_operator.controller.events import EventPoster
 from dws_operator.controller.kube import Conflict, Invalid, WorkloadRejected
@@ -50,8 +51,6 @@ from dws_operator.reconcile import (
     AT_ONCE,
     HELD_BACK_SECONDS,
     Action,
-    BookingPlan,
-    BookingView,
     CancelBooking,
     CancelPoolOperation,
     CreateJob,
@@ -77,7 +76,6 @@ from dws_operator.reconcile import (
 from dws_operator.zones import region_of
 
 if TYPE_CHECKING:
-    from dws_operator.gke.bookings import BookingClient
     from dws_operator.gke.policies import WorkloadPolicyClient
 
 log = logging.getLogger(__name__)
@@ -119,7 +117,7 @@ class Reconciler:
         metrics: OperatorMetrics | None = None,
         *,
         pool_defaults: PoolDefaults | None = None,
-        bookings: Callable[[], BookingClient] | None = None,
+        bookings: BookingConnector | None = None,
     ) -> None:
         self.sources = sources
         #: The operator's node settings, on every pool it renders (and so in each shape:
@@ -135,9 +133,8 @@ class Reconciler:
         # operator that never serves one must not need Compute credentials to start.
         self._connect_policies = policies
         self._policies: WorkloadPolicyClient | None = None
-        # Calendar-mode bookings, connected on first use as the policies are.
-        self._connect_bookings = bookings
-        self._bookings: BookingClient | None = None
+        #: Calendar-mode bookings in Compute, connected on first use as the policies are.
+        self.bookings = Bookings(bookings)
         #: Workloads the API server refused, by request, until its next pass decides.
         self._refused: dict[Key, tuple[str, str]] = {}
         #: Pool names GKE said are absent, by the uid of a request being deleted.
@@ -301,18 +298,10 @@ class Reconciler:
         created = str((body.get("metadata") or {}).get("creationTimestamp") or "")
         observed = self._held_back(key, await observe(request, created, self.sources))
         refusal = self._refusal(key, observed)
-        booking = await self._read_booking(request)
+        booking = await self.bookings.read(request)
         return dataclasses.replace(
             observed, offer=offer, binding_lost=lost, refusal=refusal, booking=booking
         )
-
-    async def _read_booking(self, request: RequestView) -> BookingView | None:
-        """The request's Calendar-mode booking as Compute has it (nothing watches
-        Compute: read on every pass of a request that books one)."""
-        where = booking_of(request)
-        if where is None:
-            return None
-        return await self._booking_client().read(*where, request.uid)
 
     async def _ask_gke_for_unseen_pools(self, request: RequestView) -> None:
         """A deleted request is let go only on GKE's own word about each pool it may have
@@ -427,7 +416,7 @@ class Reconciler:
     def _refusal(self, key: Key, observed: Observed) -> tuple[str, str] | None:
         """An action of the request refused for good since its last pass: its workload
         (the API server said so), or a create GKE refused (quota, stockout, invalid)."""
-        refused = self._refused.pop(key, None)
+        refused = self._refused.pop(key, None) or self.bookings.refusal(key)
         if refused is not None:
             return refused
         operations = self.sources.operations
@@ -591,44 +580,10 @@ class Reconciler:
                     self.cache.remove_service(at)
                     return False
             case SubmitBooking(booking=booking):
-                return await self._submit(key, body, booking)
+                return await self.bookings.submit(key, body, booking, FINALIZER)
             case CancelBooking(name=name, zone=zone):
-                await self._booking_client().cancel(zone, name)
+                await self.bookings.cancel(zone, name)
         return True
-
-    async def _submit(self, key: Key, body: Mapping[str, Any], booking: BookingPlan) -> bool:
-        """Submit a booking for a request held by our finalizer; False when it is not
-        held (gone, or being deleted since it was read): a booking made then would
-        outlive its request, seen by no one."""
-        metadata = body.get("metadata") or {}
-        if FINALIZER not in (metadata.get("finalizers") or []):
-            return False
-        try:
-            await self._booking_client().submit(booking)
-        except GkeError as error:
-            if error.retryable:
-                raise
-            # Refused for good (the start passed, no permission, a zone Compute does not
-            # serve): the next pass's decision fails the request.
-            self._refused[key] = (error.reason, error.message)
-        return True
-
-    def _booking_client(self) -> BookingClient:
-        if self._bookings is None and self._connect_bookings is not None:
-            try:
-                self._bookings = self._connect_bookings()
-            except GoogleAuthError as error:
-                raise GkeError(
-                    retryable=False, reason="ComputeUnavailable", message=str(error)
-                ) from error
-        if self._bookings is None:
-            raise GkeError(
-                retryable=False,
-                reason="BookingUnavailable",
-                message="Calendar mode books through Compute, and this operator has no "
-                "Compute client",
-            )
-        return self._bookings
 
     def _create_step(self, key: Key, uid: str, name: str, plan: SlicePlan) -> Step:
         """The create call, made when the operation's turn comes. It holds the request's
@@ -677,32 +632,6 @@ class Reconciler:
 _PASS_WRITES: ContextVar[list[int] | None] = ContextVar("pass_writes", default=None)
 #: Actions whose pool operation adds the finalizer itself, when its turn comes.
 _HELD_BY_THEIR_OPERATION = (CreateNodePool, TakeOverNodePool, CancelPoolOperation)
-
-
-#: Booking states in which Compute is read on every pass of the request.
-_LIVE_BOOKINGS = frozenset(
-    {
-        BookingState.SUBMITTED,
-        BookingState.UNDER_REVIEW,
-        BookingState.APPROVED,
-        BookingState.DELIVERED,
-    }
-)
-
-
-def booking_of(request: RequestView) -> tuple[str, str] | None:
-    """(zone, name) of the request's Calendar-mode booking while Compute has something
-    to say about it: submitted and not settled, on the request's Calendar step (or
-    being deleted: a booking under review is cancelled); None otherwise, so a request
-    done with its block (finished, moved down its ladder) no longer depends on Compute."""
-    booking = request.status.booking
-    if booking is None or booking.state not in _LIVE_BOOKINGS:
-        return None
-    if not request.deleting and (
-        request.status.phase in TERMINAL_PHASES or (request.status.step or 1) > 1
-    ):
-        return None
-    return booking.zone, booking.name
 
 
 def _pool_of(action: Action) -> str | None:

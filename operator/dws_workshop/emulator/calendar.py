@@ -158,14 +158,7 @@ class CalendarState:
     @behaviour("CE-FR-CANCEL")
     def cancel(self, project: str, zone: str, name: str) -> Booking:
         record = self.booking(project, zone, name)
-        if "aggregate_reservation" in record.reservation:
-            raise ComputeApiError(
-                400,
-                "invalid",
-                f"The future reservation '{name}' reserves TPUs: a TPU calendar-mode request "
-                "cannot be cancelled.",
-                rule="CE-FR-CANCEL",
-            )
+        _refuse_tpu(record, "cancelled", rule="CE-FR-CANCEL")
         if record.procurement not in CANCELLABLE:
             raise ComputeApiError(
                 400,
@@ -180,14 +173,7 @@ class CalendarState:
     @behaviour("CE-FR-DELETE")
     def check_delete(self, project: str, zone: str, name: str) -> Booking:
         record = self.booking(project, zone, name)
-        if "aggregate_reservation" in record.reservation:
-            raise ComputeApiError(
-                400,
-                "invalid",
-                f"The future reservation '{name}' reserves TPUs: a TPU calendar-mode request "
-                "cannot be deleted.",
-                rule="CE-FR-DELETE",
-            )
+        _refuse_tpu(record, "deleted", rule="CE-FR-DELETE")
         if record.procurement not in DELETABLE and self.now() < record.window.end:
             raise ComputeApiError(
                 400,
@@ -243,3 +229,15 @@ class CalendarState:
         for key, delivered in list(self.delivered.items()):
             if now >= delivered.window.end:
                 del self.delivered[key]
+
+
+def _refuse_tpu(record: Booking, done: str, *, rule: str) -> None:
+    """A TPU calendar-mode request can be neither cancelled nor deleted."""
+    if "aggregate_reservation" in record.reservation:
+        raise ComputeApiError(
+            400,
+            "invalid",
+            f"The future reservation '{record.reservation.name}' reserves TPUs: a TPU "
+            f"calendar-mode request cannot be {done}.",
+            rule=rule,
+        )

@@ -33,7 +33,7 @@ from dws_workshop.emulator.compute_api import (
     COMPUTE_ROOT,
     ComputeApiError,
     ComputeRequest,
-    page_size,
+    page_bounds,
     parse_body,
     to_json,
 )
@@ -267,16 +267,7 @@ class ComputeEmulator(CallLog[ComputeCall]):
 
     async def _list(self, request: _Request) -> dict[str, Any]:
         project, region = request.params["project"], request.params["region"]
-        size = page_size(request.query.get("maxResults", ""))
-        token = request.query.get("pageToken") or "0"
-        if not token.isdigit():
-            raise ComputeApiError(
-                400,
-                "invalid",
-                f"Invalid value for field 'pageToken': '{token}'.",
-                rule="CE-PAGE-TOKEN",
-            )
-        start = int(token)
+        start, size = page_bounds(request)
         with self._lock:
             records = self._state.region_policies(project, region)
             page = records[start : start + size]

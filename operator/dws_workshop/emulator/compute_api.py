@@ -110,3 +110,14 @@ def parse_body(request: ComputeRequest, kind: type[M]) -> M:
         raise ComputeApiError(
             400, "invalid", f"Invalid JSON payload received. {error}", rule="CE-INVALID-JSON"
         ) from error
+
+
+def page_bounds(request: ComputeRequest) -> tuple[int, int]:
+    """(first item, page size) of a list call: its `pageToken` and `maxResults`."""
+    size = page_size(request.query.get("maxResults", ""))
+    token = request.query.get("pageToken") or "0"
+    if not token.isdigit():
+        raise ComputeApiError(
+            400, "invalid", f"Invalid value for field 'pageToken': '{token}'.", rule="CE-PAGE-TOKEN"
+        )
+    return int(token), size

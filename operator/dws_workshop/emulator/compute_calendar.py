@@ -17,9 +17,8 @@ from google.cloud import compute_v1
 from dws_workshop.emulator.calendar_rules import validate_request_id
 from dws_workshop.emulator.compute_api import (
     COMPUTE_ROOT,
-    ComputeApiError,
     ComputeRequest,
-    page_size,
+    page_bounds,
     parse_body,
     to_json,
 )
@@ -70,16 +69,7 @@ class CalendarApi:
 
     async def list(self, request: ComputeRequest) -> dict[str, Any]:
         project, zone = request.params["project"], request.params["zone"]
-        size = page_size(request.query.get("maxResults", ""))
-        token = request.query.get("pageToken") or "0"
-        if not token.isdigit():
-            raise ComputeApiError(
-                400,
-                "invalid",
-                f"Invalid value for field 'pageToken': '{token}'.",
-                rule="CE-PAGE-TOKEN",
-            )
-        start = int(token)
+        start, size = page_bounds(request)
         link = f"{COMPUTE_ROOT}/projects/{project}/zones/{zone}/futureReservations"
         with self._lock:
             records = self._state.calendar.zone_bookings(project, zone)

@@ -1,0 +1,104 @@
+"""The shell's side of Calendar-mode bookings: reading a request's booking from Compute
+while it is live, submitting one for a request our finalizer holds, cancelling one.
+The decision about them is `reconcile.booking`'s."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from google.auth.exceptions import GoogleAuthError
+
+from dws_operator.api import TERMINAL_PHASES, BookingState
+from dws_operator.controller.cache import Key
+from dws_operator.gke import GkeError
+from dws_operator.reconcile import BookingPlan, BookingView, RequestView
+
+if TYPE_CHECKING:
+    from dws_operator.gke.bookings import BookingClient
+
+#: Connects the Compute client, on first use (its library loads then).
+BookingConnector = Callable[[], "BookingClient"]
+#: Booking states in which Compute is read on every pass of the request.
+LIVE_BOOKINGS = frozenset(
+    {
+        BookingState.SUBMITTED,
+        BookingState.UNDER_REVIEW,
+        BookingState.APPROVED,
+        BookingState.DELIVERED,
+    }
+)
+
+
+def booking_of(request: RequestView) -> tuple[str, str] | None:
+    """(zone, name) of the request's Calendar-mode booking while Compute has something
+    to say about it: submitted and not settled, on the request's Calendar step (or
+    being deleted: a booking under review is cancelled); None otherwise, so a request
+    done with its block (finished, moved down its ladder) no longer depends on Compute."""
+    booking = request.status.booking
+    if booking is None or booking.state not in LIVE_BOOKINGS:
+        return None
+    if not request.deleting and (
+        request.status.phase in TERMINAL_PHASES or (request.status.step or 1) > 1
+    ):
+        return None
+    return booking.zone, booking.name
+
+
+class Bookings:
+    def __init__(self, connect: BookingConnector | None) -> None:
+        self._connect = connect
+        self._client: BookingClient | None = None
+        #: Submits Compute refused for good, by request, until its next pass decides.
+        self._refused: dict[Key, tuple[str, str]] = {}
+
+    def refusal(self, key: Key) -> tuple[str, str] | None:
+        """(reason, message) of the request's submit refused since its last pass."""
+        return self._refused.pop(key, None)
+
+    async def read(self, request: RequestView) -> BookingView | None:
+        """The request's booking as Compute has it, while it is live (nothing watches
+        Compute: read on every pass); None otherwise."""
+        where = booking_of(request)
+        if where is None:
+            return None
+        return await self.client().read(*where, request.uid)
+
+    async def submit(
+        self, key: Key, body: Mapping[str, Any], booking: BookingPlan, finalizer: str
+    ) -> bool:
+        """Submit a booking for the request `key` that `finalizer` holds; False when it
+        is not held (gone, or being deleted since it was read): a booking made then
+        would outlive its request, seen by no one. A refusal for good (the start passed,
+        no permission, a zone Compute does not serve) is kept for its next pass
+        (`refusal`), whose decision fails the request."""
+        metadata = body.get("metadata") or {}
+        if finalizer not in (metadata.get("finalizers") or []):
+            return False
+        try:
+            await self.client().submit(booking)
+        except GkeError as error:
+            if error.retryable:
+                raise
+            self._refused[key] = (error.reason, error.message)
+        return True
+
+    async def cancel(self, zone: str, name: str) -> None:
+        await self.client().cancel(zone, name)
+
+    def client(self) -> BookingClient:
+        if self._client is None and self._connect is not None:
+            try:
+                self._client = self._connect()
+            except GoogleAuthError as error:
+                raise GkeError(
+                    retryable=False, reason="ComputeUnavailable", message=str(error)
+                ) from error
+        if self._client is None:
+            raise GkeError(
+                retryable=False,
+                reason="BookingUnavailable",
+                message="Calendar mode books through Compute, and this operator has no "
+                "Compute client",
+            )
+        return self._client
