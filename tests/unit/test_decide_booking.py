@@ -130,6 +130,7 @@ def test_approved_it_waits_for_the_start_and_then_the_pool_is_made_on_the_reserv
     assert affinity.values == (POOL,)
     assert delivered.status.booking is not None
     assert delivered.status.booking.state == BookingState.DELIVERED
+    assert delivered.status.requested_at == START
     # The stop before the end is a timer: at most 72h - 15m - the lead (and a second) away.
     assert delivered.requeue_after is not None
     assert delivered.requeue_after <= (STOP - START).total_seconds() + 1
@@ -308,3 +309,23 @@ def test_after_the_stop_the_pools_stay_until_the_block_ends() -> None:
     at_end = after(ended.status, APPROVED, now=end, pool=pool_for(APPROVED))
     gone = run(dataclasses.replace(at_end, nodes_by_pool={POOL: 2}))
     assert [a.name for a in only(gone.actions, ScaleNodePoolToZero)] == [POOL]
+
+
+def test_time_to_capacity_counts_from_the_blocks_delivery() -> None:
+    submitted = run(observed(APPROVED)).status
+    on = run(seen(after(submitted, APPROVED, now=START), "FULFILLED", POOL)).status
+    ready = status_at(Phase.PROVISIONING, APPROVED, requested=START, job=None, booking=on.booking)
+    obs = after(
+        ready,
+        APPROVED,
+        now=START + timedelta(minutes=5),
+        pool=pool_for(APPROVED),
+        job=job_view(ready=2),
+        service=True,
+    )
+    obs = dataclasses.replace(
+        obs, request=dataclasses.replace(obs.request, created=T0), nodes_by_pool={POOL: 2}
+    )
+    decision = run(seen(obs, "FULFILLED", POOL))
+    assert decision.status.started_at is not None
+    assert decision.tally.waited_seconds == 300

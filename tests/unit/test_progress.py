@@ -6,7 +6,7 @@ import dataclasses
 
 from dws_workshop.emulator import DEFAULT_CLUSTER
 from dws_workshop.sandbox.progress import ProgressLog, Snapshot, StepView
-from dws_workshop.sandbox.session import sandbox_cluster
+from dws_workshop.sandbox.session import calendar_start, sandbox_cluster
 
 
 def snap(at: float, phase: str | None, nodes: int = 0, message: str = "", **extra: int) -> Snapshot:
@@ -95,3 +95,32 @@ def test_the_sandbox_cluster_is_in_the_region_of_the_requests_zones() -> None:
     assert sandbox_cluster(manifest(ladder)) == (
         "projects/dws-sandbox/locations/us-east5/clusters/sandbox"
     )
+
+
+def test_a_calendar_bookings_states_as_they_change() -> None:
+    log = ProgressLog()
+
+    def booking(at: float, state: str, message: str, phase: str = "Pending") -> list[str]:
+        return log.update(dataclasses.replace(snap(at, phase, message=message), booking=state))
+
+    assert booking(1.0, "Submitted", "Submitting the booking") == [
+        "[   1.0s] Pending             Submitting the booking",
+        "[   1.0s] booking Submitted   Submitting the booking",
+    ]
+    assert booking(2.0, "UnderReview", "under review") == [
+        "[   2.0s] booking UnderReview under review"
+    ]
+    assert booking(3.0, "UnderReview", "under review") == []
+    assert booking(4.0, "Delivered", "on it", phase="Running") == [
+        "[   4.0s] Running             on it",
+        "[   4.0s] booking Delivered   on it",
+    ]
+
+
+def test_the_calendar_start_of_a_manifest() -> None:
+    block = {"startTime": "2030-01-07T08:00:00Z", "duration": "24h"}
+    manifest = {"spec": {"provisioning": {"mode": "Calendar", "calendar": block}}}
+    start = calendar_start(manifest)
+    assert start is not None
+    assert start.isoformat() == "2030-01-07T08:00:00+00:00"
+    assert calendar_start({"spec": {"provisioning": {"mode": "FlexStart"}}}) is None

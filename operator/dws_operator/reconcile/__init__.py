@@ -21,6 +21,7 @@ from dws_operator.reconcile.booking import BookingPlan, plan_booking
 from dws_operator.reconcile.decide import decide
 from dws_operator.reconcile.decision import (
     AT_ONCE,
+    BLOCK_ENDED,
     DRAIN_SECONDS,
     HELD_BACK_SECONDS,
     RUNNING_POLL_SECONDS,
@@ -53,6 +54,7 @@ from dws_operator.reconcile.tally import Tally, tally
 
 __all__ = [
     "AT_ONCE",
+    "BLOCK_ENDED",
     "DRAIN_SECONDS",
     "HELD_BACK_SECONDS",
     "RUNNING_POLL_SECONDS",

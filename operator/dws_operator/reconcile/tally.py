@@ -57,7 +57,10 @@ def tally(
     chips = plan.total_chips * slices if plan else 0
     waited = None
     if before.started_at is None and after.started_at is not None:
-        since = after.requested_at if after.restarts else None
+        # After a restart, from its new capacity request; on a calendar block (booked
+        # ahead), from the block's delivery: the wait Calendar mode has, not the booking's.
+        again = after.restarts or after.booking is not None
+        since = after.requested_at if again else None
         waited = _seconds(after.started_at, since or created or after.requested_at)
     held_until = None
     if before.started_at is not None and after.started_at is None:

@@ -27,15 +27,20 @@ class SimClock:
     its pace (`set_factor`: slower around a deadline the test looks at closely); the
     time it shows never goes back."""
 
-    def __init__(self, factor: float, real: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        factor: float,
+        real: Callable[[], float] = time.monotonic,
+        epoch: datetime | None = None,
+    ) -> None:
         self.factor = factor
         self._real = real
         self._lock = threading.Lock()
         #: Simulated seconds at the real moment `_since`, from which `factor` runs.
         self._base = 0.0
         self._since = real()
-        #: The simulated calendar starts at the real one's now.
-        self.epoch = rfc3339.now()
+        #: Where the simulated calendar starts: the real one's now unless given.
+        self.epoch = epoch or rfc3339.now()
 
     def now(self) -> float:
         with self._lock:

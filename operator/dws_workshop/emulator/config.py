@@ -36,6 +36,7 @@ limit's minute are GKE's own times, simulated, and pass `clock_factor` times fas
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast, get_args
 
@@ -252,6 +253,9 @@ class EmulatorConfig(EmulatorModel):
     compute_faults: dict[ComputeMethodName, MethodFaults] = Field(default_factory=dict)
     #: Google's review of calendar-mode requests (future reservations).
     calendar_review: CalendarReview = Field(default_factory=CalendarReview)
+    #: Where the simulated calendar starts (calendar-mode blocks are read against it):
+    #: e.g. an hour before a sample's block; None: now.
+    calendar_epoch: datetime | None = None
 
     @field_validator("operation_durations", mode="before")
     @classmethod

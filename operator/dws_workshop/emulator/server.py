@@ -89,7 +89,7 @@ class ClusterManagerEmulator(CallLog[CallRecord]):
         self.port = port
         self._clock = clock
         #: GKE's time as the emulator simulates it: `config.clock_factor` times real time.
-        self.sim_clock = SimClock(self.config.clock_factor, clock)
+        self.sim_clock = SimClock(self.config.clock_factor, clock, self.config.calendar_epoch)
         limit = self.config.api_rate_limit
         self._rate_limit = ProjectRateLimit(limit, self.sim_clock.now) if limit else None
         self._lock = threading.RLock()

@@ -36,6 +36,8 @@ class Snapshot:
     restarts: int = 0
     #: The capacity ladder's attempts so far (none without fallback steps).
     steps: tuple[StepView, ...] = ()
+    #: A Calendar-mode booking's state (`status.booking.state`), if the request books one.
+    booking: str | None = None
 
 
 @dataclass
@@ -69,6 +71,8 @@ class ProgressLog:
                 self._waiting_since = now.at
             if now.phase in TERMINAL_PHASES:
                 self.finished_at = now.at
+        if now.booking is not None and now.booking != (last.booking if last else None):
+            lines.append(f"{stamp} booking {now.booking:<11} {now.message}".rstrip())
         if last is not None and now.restarts != last.restarts:
             lines.append(f"{stamp} restart {now.restarts}: a node was lost, new attempt")
         before = last.nodes if last else 0

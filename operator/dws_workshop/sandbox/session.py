@@ -12,7 +12,8 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
@@ -20,15 +21,16 @@ from typing import Any, TextIO
 import yaml
 from kubernetes import client as k8s
 
+from dws_operator import rfc3339
 from dws_operator.api import GROUP, PLURAL, TERMINAL_PHASES, VERSION
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
-from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
+from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread, OperatorTime
 from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.durations import parse_duration
 from dws_operator.kueue_objects import LOCAL_QUEUE as QUEUE
 from dws_operator.kueue_objects import QUEUED_LOCAL_QUEUE as QUEUED_QUEUE
 from dws_operator.kueue_objects import dws_objects
-from dws_operator.reconcile import step_provisioning
+from dws_operator.reconcile import BLOCK_ENDED, step_provisioning
 from dws_operator.zones import region_of
 from dws_workshop.devcluster import DevCluster, DevClusterOptions, MissingBinaries, find_binaries
 from dws_workshop.devcluster.crds import install_third_party_crds, install_training_request_crd
@@ -42,6 +44,10 @@ from dws_workshop.simulator.scenario import CapacityRule, SimScenario, load_scen
 
 NAMESPACE = "default"
 #: GKE's minutes as seconds: capacity after 5 simulated minutes arrives after 5 s.
+#: Simulated seconds per real second in a sandbox for a calendar block: an hour a second.
+CALENDAR_CLOCK = 3600.0
+#: How long before a calendar block the sandbox's calendar starts.
+CALENDAR_LEAD = timedelta(hours=2)
 DEFAULT_SCENARIO = SimScenario(clock_factor=60.0, capacity=[CapacityRule(after_seconds=300.0)])
 
 
@@ -116,10 +122,16 @@ class Sandbox:
             install_training_request_crd(api)
             kueue = self._start_kueue(stack, api, cluster.kubeconfig)
             gke_cluster = sandbox_cluster(manifest)
+            start = calendar_start(manifest)
             emulator = stack.enter_context(
                 EmulatorThread(
                     EmulatorConfig(
-                        operation_latency_seconds=1.0, clusters=[ClusterConfig(name=gke_cluster)]
+                        operation_latency_seconds=1.0,
+                        clusters=[ClusterConfig(name=gke_cluster)],
+                        # A calendar block: the simulated calendar starts two hours
+                        # before it (and runs an hour a second once the request is
+                        # applied, so a day's block takes 24 s).
+                        calendar_epoch=start - CALENDAR_LEAD if start else None,
                     )
                 )
             )
@@ -138,18 +150,30 @@ class Sandbox:
                 metrics_port=0,
                 metrics_address="127.0.0.1",
             )
+            if start is not None:
+                clock = emulator.sim_clock
+                time_ = OperatorTime(now=clock.utc, speed=lambda: clock.factor, longest_wait=1.0)
+                # Nothing is billed here: the sandbox books without spec.approveBooking.
+                config = replace(config, time=time_, book_without_approval=True)
+                self.say(
+                    "dws-operator dev: a calendar block: the sandbox's calendar starts two "
+                    f"hours before it ({rfc3339.seconds(clock.utc())}) and runs an hour a "
+                    "second; it books without spec.approveBooking (nothing is billed here)"
+                )
             operator = stack.enter_context(OperatorThread(config, kubeconfig=cluster.kubeconfig))
             self.say(
                 f"dws-operator dev: sandbox ready in {time.monotonic() - began:.1f}s "
                 f"(GKE emulator at {emulator.endpoint}, clock x{scenario.clock_factor:g}; "
                 f"metrics at http://127.0.0.1:{operator.metrics.port}/metrics)"
             )
-            phase = self._follow(api, manifest)
+            if start is not None:
+                emulator.sim_clock.set_factor(CALENDAR_CLOCK)
+            status = self._follow(api, manifest)
             for line in metrics_summary(operator.metrics):
                 self.say(line)
             self._usage(cluster.kubeconfig)
             if self.options.exit_when_done:
-                return 0 if phase == "Succeeded" else 1
+                return 0 if _as_hoped(status) else 1
             self.stop.wait()
         return 0
 
@@ -179,7 +203,7 @@ class Sandbox:
         )
         return True
 
-    def _follow(self, api: k8s.ApiClient, manifest: dict[str, Any]) -> str | None:
+    def _follow(self, api: k8s.ApiClient, manifest: dict[str, Any]) -> dict[str, Any]:
         objects = k8s.CustomObjectsApi(api)
         name = manifest["metadata"]["name"]
         objects.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, manifest)
@@ -187,6 +211,7 @@ class Sandbox:
         log, start = ProgressLog(), time.monotonic()
         tty = self.out.isatty()
         phase: str | None = None
+        status: dict[str, Any] = {}
         while time.monotonic() - start < self.options.follow_timeout and not self.stop.is_set():
             body: Any = objects.get_namespaced_custom_object(
                 GROUP, VERSION, NAMESPACE, PLURAL, name
@@ -210,6 +235,7 @@ class Sandbox:
                 planned_nodes=plan.get("totalNodes") or plan.get("nodes"),
                 max_wait_seconds=_seconds(_step_wait(body["spec"]["provisioning"], status)),
                 restarts=status.get("restarts", 0),
+                booking=(status.get("booking") or {}).get("state"),
                 steps=tuple(
                     StepView(
                         step=a["step"],
@@ -245,7 +271,7 @@ class Sandbox:
             print("\r\033[K", end="", file=self.out)
         for line in log.summary():
             self.say(line)
-        return phase
+        return status
 
     def _usage(self, kubeconfig: Path) -> None:
         self.say(
@@ -256,6 +282,24 @@ class Sandbox:
         )
         if not self.options.exit_when_done:
             self.say("The sandbox keeps running; Ctrl-C stops it and removes everything.")
+
+
+def calendar_start(manifest: dict[str, Any]) -> datetime | None:
+    """The start of the calendar block a Calendar-mode request books; None for others."""
+    provisioning = (manifest.get("spec") or {}).get("provisioning") or {}
+    block = provisioning.get("calendar") if provisioning.get("mode") == "Calendar" else None
+    start = block.get("startTime") if isinstance(block, dict) else None
+    if isinstance(start, datetime):
+        return start if start.tzinfo else start.replace(tzinfo=UTC)
+    return rfc3339.parse(str(start)) if start else None
+
+
+def _as_hoped(status: dict[str, Any]) -> bool:
+    """The run ended as it should: Succeeded, or a calendar block's end stopped it."""
+    if status.get("phase") == "Succeeded":
+        return True
+    completed = [c for c in status.get("conditions") or [] if c.get("type") == "Completed"]
+    return status.get("phase") == "Failed" and [c.get("reason") for c in completed] == [BLOCK_ENDED]
 
 
 def _seconds(text: str | None) -> int | None:

@@ -17,10 +17,12 @@ from dws_operator.controller import OperatorThread
 from dws_operator.reconcile.booking import STOP_LEAD_SECONDS
 from dws_workshop.emulator import MethodFaults
 from dws_workshop.emulator.config import CalendarReview
+from dws_workshop.sandbox.session import sandbox_cluster
 from dws_workshop.simulator.scenario import SimScenario
 from tests.builders import gpu, tpu
 from tests.cluster.e2e.conftest import Stack
 from tests.cluster.e2e.test_dws_flow import SETTLE, forever, sim
+from tests.cluster.e2e.test_samples_run import ALL_SAMPLES, SAMPLES, load
 from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually
 
@@ -228,3 +230,20 @@ def test_a_declined_booking_fails_the_request_and_makes_nothing(stack: Stack) ->
     assert (booked["status"], booked["reason"]) == ("False", "BookingDeclined")
     assert state(scenario) == "Declined"
     assert scenario.emulator.calls_for("CreateNodePool") == []
+
+
+def test_the_calendar_sample_books_its_block_and_runs_on_it(stack: Stack) -> None:
+    [path] = [p for p in ALL_SAMPLES if p not in SAMPLES]
+    sample = load(path)  # its pods end after 2 s (kwok)
+    assert sample["spec"]["approveBooking"] is False
+    scenario = stack(AUTOSCALER, emulator_clock=FAST, cluster=sandbox_cluster(sample))
+    scenario.name = sample["metadata"]["name"]
+    scenario.objects.create_namespaced_custom_object(
+        GROUP, VERSION, scenario.namespace, PLURAL, sample
+    )
+    eventually(lambda: state(scenario) == "AwaitingApproval", what="the booking shown")
+    approve(scenario)
+    skip_to_the_start(scenario)
+    scenario.wait_phase("Succeeded", timeout=SETTLE)
+    [(_, zone, booked)] = scenario.emulator.compute.bookings()
+    assert (zone, booked.specific_sku_properties.total_count) == ("us-east5-a", 2)

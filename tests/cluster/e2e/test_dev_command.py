@@ -84,3 +84,26 @@ def test_dev_runs_the_multislice_sample(tmp_path: Path) -> None:
     assert "Running on 2 slices of 2 x ct5p-hightpu-4t" in out, out
     assert "JobSet llama-v5p-2-slices succeeded" in out, out
     assert "node(s) removed: 0/4 now" in out, out
+
+
+def test_dev_books_the_calendar_sample_and_runs_on_its_block(tmp_path: Path) -> None:
+    """The sandbox's calendar starts an hour before the sample's block and runs an hour a
+    second: the booking is reviewed and approved, delivered at the start, the workload
+    runs on the reservation and is stopped before the block's end."""
+    sample = Path(__file__).resolve().parents[3] / "manifests/samples/gpu-h100-calendar.yaml"
+    result = run_dev(tmp_path, "-f", str(sample))
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    for words in (
+        "books without spec.approveBooking",
+        "booking Approved    Booked 2 VMs of a3-highgpu-8g in us-east5-a",
+        "booking Delivered",
+        "node(s) appeared: 2/2 now",
+        "Running",
+        "BlockEnded",
+        "node(s) removed: 0/2 now",
+    ):
+        assert words in out, out
+    # Time to capacity counts from the block's delivery, not from the booking.
+    waited = float(out.split("time to capacity (operator metrics): ")[1].split("s")[0])
+    assert waited < 24 * 3600
