@@ -357,7 +357,11 @@ def plan_slice(
         max_restarts=(
             spec.max_restarts if spec.max_restarts is not None else mode.default_max_restarts
         ),
-        max_wait_seconds=int(parse_duration(spec.provisioning.max_wait_duration).total_seconds()),
+        # A calendar block is paid for to its end: its capacity is waited for until the
+        # workload's stop before the end, whatever maxWaitDuration says (0: no timer).
+        max_wait_seconds=0
+        if spec.provisioning.mode == ProvisioningMode.CALENDAR
+        else int(parse_duration(spec.provisioning.max_wait_duration).total_seconds()),
         max_run_seconds=int(parse_duration(spec.provisioning.max_run_duration).total_seconds()),
         slices=shape.slices,
         pool_names=pools,

@@ -23,6 +23,7 @@ from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import CancelBooking, SubmitBooking
 from dws_operator.reconcile.booking import STOP_LEAD_SECONDS, request_id_for
 from dws_operator.reconcile.cleanup import SUBMIT_SETTLE_SECONDS
+from dws_operator.reconcile.decision import BOOKING_REFUSED, CANCEL_REFUSED
 from dws_operator.reconcile.observed import BookingView, Observed
 from tests.builders import gpu, spec_body, tpu
 from tests.unit.decisions import (
@@ -329,3 +330,102 @@ def test_time_to_capacity_counts_from_the_blocks_delivery() -> None:
     decision = run(seen(obs, "FULFILLED", POOL))
     assert decision.status.started_at is not None
     assert decision.tally.waited_seconds == 300
+
+
+def _delivered() -> TrainingRequestStatus:
+    submitted = run(observed(APPROVED)).status
+    return run(seen(after(submitted, APPROVED, now=START), "FULFILLED", POOL)).status
+
+
+def test_a_delivered_block_never_times_out_even_with_its_job_waiting() -> None:
+    on = _delivered()
+    waiting = status_at(Phase.WAITING_FOR_CAPACITY, APPROVED, requested=START, booking=on.booking)
+    later = START + timedelta(hours=30)
+    obs = after(
+        waiting, APPROVED, now=later, pool=pool_for(APPROVED), job=job_view(ready=0), service=True
+    )
+    decision = run(seen(obs, "FULFILLED", POOL))
+    assert decision.status.phase == Phase.WAITING_FOR_CAPACITY
+    # No maxWaitDuration timer either (it would fire every second once past).
+    assert decision.requeue_after is None or decision.requeue_after > 60
+
+
+def test_once_submitted_withdrawing_the_approval_changes_nothing() -> None:
+    submitted = run(observed(APPROVED)).status
+    withdrawn = with_(APPROVED, approveBooking=False)
+    again = run(after(submitted, withdrawn, now=T0 + timedelta(seconds=30)))
+    assert again.status.booking is not None
+    assert again.status.booking.state == BookingState.SUBMITTED
+    assert len(only(again.actions, SubmitBooking)) == 1
+
+
+def test_a_submitted_booking_unseen_at_the_start_moves_down_the_ladder() -> None:
+    ladder = with_(APPROVED, provisioning={"fallback": [{"mode": "FlexStart"}]})
+    submitted = run(observed(ladder)).status
+    moved = run(after(submitted, ladder, now=START))
+    assert only(moved.actions, SubmitBooking) == []
+    assert moved.status.step == 2
+    assert moved.status.booking is not None
+    assert moved.status.booking.state == BookingState.DECLINED
+
+
+def test_a_refused_submit_moves_down_the_ladder_or_fails() -> None:
+    ladder = with_(APPROVED, provisioning={"fallback": [{"mode": "FlexStart"}]})
+    submitted = run(observed(ladder)).status
+    obs = dataclasses.replace(
+        after(submitted, ladder), refusal=(BOOKING_REFUSED, "PermissionDenied: no")
+    )
+    moved = run(obs)
+    assert moved.status.step == 2
+    alone = run(
+        dataclasses.replace(
+            after(run(observed(APPROVED)).status, APPROVED),
+            refusal=(BOOKING_REFUSED, "InvalidArgument: start"),
+        )
+    )
+    assert alone.status.phase == Phase.FAILED
+    assert alone.status.booking is not None
+    assert alone.status.booking.state == BookingState.DECLINED
+
+
+def test_a_block_not_delivered_by_the_stop_is_declined_in_the_status() -> None:
+    submitted = run(observed(APPROVED)).status
+    late = run(seen(after(submitted, APPROVED, now=STOP), "PROCURING"))
+    assert late.status.booking is not None
+    assert late.status.booking.state == BookingState.DECLINED
+
+
+def test_deleting_never_cancels_a_booking_that_is_not_ours() -> None:
+    submitted = run(observed(APPROVED)).status
+    obs = after(submitted, APPROVED, deleting=True)
+    foreign = BookingView("PENDING_APPROVAL", (), ours=False)
+    deleted = run(dataclasses.replace(obs, booking=foreign))
+    assert only(deleted.actions, CancelBooking) == []
+    assert deleted.released
+
+
+def test_a_cancel_compute_refuses_lets_the_request_go_saying_the_booking_stays() -> None:
+    submitted = run(observed(APPROVED)).status
+    obs = seen(after(submitted, APPROVED, deleting=True), "PENDING_APPROVAL")
+    refused = run(dataclasses.replace(obs, refusal=(CANCEL_REFUSED, "PermissionDenied: no")))
+    assert only(refused.actions, CancelBooking) == []
+    assert refused.released
+    assert "refused to cancel" in (refused.status.message or "")
+
+
+def test_the_wait_for_an_unseen_submit_counts_from_the_last_insert() -> None:
+    submitted = run(observed(APPROVED)).status
+    resent = run(after(submitted, APPROVED, now=T0 + timedelta(minutes=9))).status
+    assert resent.booking is not None
+    assert resent.booking.last_submitted_at == T0 + timedelta(minutes=9)
+    held = run(after(resent, APPROVED, now=T0 + timedelta(minutes=12), deleting=True))
+    assert not held.released
+
+
+def test_the_booking_ends_with_its_block() -> None:
+    on = _delivered()
+    done = status_at(Phase.SUCCEEDED, APPROVED, requested=START, booking=on.booking)
+    end = START + timedelta(hours=72)
+    ended = run(after(done, APPROVED, now=end, pool=pool_for(APPROVED, max_nodes=0)))
+    assert ended.status.booking is not None
+    assert ended.status.booking.state == BookingState.ENDED

@@ -3,6 +3,7 @@ and deletion."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -15,6 +16,7 @@ from dws_operator.reconcile import (
     DeleteService,
     Event,
     JobView,
+    OperationView,
     PoolState,
     PoolView,
     ScaleNodePoolToZero,
@@ -290,3 +292,20 @@ def test_a_foreign_service_fails_a_multi_host_request() -> None:
     assert d.status.phase == Phase.FAILED
     assert d.actions == []
     assert "ServiceNameTaken" in (d.status.message or "")
+
+
+def test_a_deletion_waiting_on_another_requests_operation_looks_again_itself() -> None:
+    # Its old pool, taken over by another request whose scale-down is on: that
+    # operation's end wakes the other request, so this one sets its own timer.
+    theirs = OperationView(kind="ScaleDown", running=True, mine=False)
+    obs = dataclasses.replace(
+        observed(GPU_ONE, status_at(Phase.DELETING, GPU_ONE), deleting=True),
+        operations={POOL: theirs},
+    )
+    decision = run(obs)
+    assert not decision.released
+    assert decision.requeue_after is not None
+    assert decision.requeue_after <= 5
+    # Its own operation's end wakes it: no timer then.
+    mine = dataclasses.replace(obs, operations={POOL: dataclasses.replace(theirs, mine=True)})
+    assert run(mine).requeue_after is None

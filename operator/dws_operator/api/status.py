@@ -151,6 +151,9 @@ class BookingStatus(ApiModel):
         None, description="Compute's procurementStatus when last read."
     )
     submitted_at: datetime | None = Field(None, description="When it was submitted.")
+    last_submitted_at: datetime | None = Field(
+        None, description="When its insert was last sent (again while Compute showed nothing)."
+    )
     approved_at: datetime | None = Field(None, description="When it was seen approved.")
 
 

@@ -12,7 +12,13 @@ from google.auth.exceptions import GoogleAuthError
 from dws_operator.api import TERMINAL_PHASES, BookingState
 from dws_operator.controller.cache import Key
 from dws_operator.gke import GkeError
-from dws_operator.reconcile import BookingPlan, BookingView, RequestView
+from dws_operator.reconcile import (
+    BOOKING_REFUSED,
+    CANCEL_REFUSED,
+    BookingPlan,
+    BookingView,
+    RequestView,
+)
 
 if TYPE_CHECKING:
     from dws_operator.gke.bookings import BookingClient
@@ -80,11 +86,19 @@ class Bookings:
         except GkeError as error:
             if error.retryable:
                 raise
-            self._refused[key] = (error.reason, error.message)
+            self._refused[key] = (BOOKING_REFUSED, f"{error.reason}: {error.message}")
         return True
 
-    async def cancel(self, zone: str, name: str) -> None:
-        await self.client().cancel(zone, name)
+    async def cancel(self, key: Key, zone: str, name: str) -> None:
+        """Cancel a booking; a refusal for good (a permission missing: cancelling needs
+        more than booking) is kept for the next pass, which lets the request go saying
+        the booking stays, rather than holding it forever."""
+        try:
+            await self.client().cancel(zone, name)
+        except GkeError as error:
+            if error.retryable:
+                raise
+            self._refused[key] = (CANCEL_REFUSED, f"{error.reason}: {error.message}")
 
     def client(self) -> BookingClient:
         if self._client is None and self._connect is not None:

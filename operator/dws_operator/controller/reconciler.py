@@ -582,7 +582,7 @@ class Reconciler:
             case SubmitBooking(booking=booking):
                 return await self.bookings.submit(key, body, booking, FINALIZER)
             case CancelBooking(name=name, zone=zone):
-                await self.bookings.cancel(zone, name)
+                await self.bookings.cancel(key, zone, name)
         return True
 
     def _create_step(self, key: Key, uid: str, name: str, plan: SlicePlan) -> Step:

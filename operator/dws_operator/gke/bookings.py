@@ -131,7 +131,9 @@ class BookingClient:
                 raise
             return
         if operation.status == compute_v1.Operation.Status.DONE and operation.error.errors:
-            raise classify_operation(operation)
+            failure = classify_operation(operation)
+            if failure.reason != "AlreadyExists":
+                raise failure
 
     async def cancel(self, zone: str, name: str) -> None:
         """Cancel a booking Google has not approved; gone already is done."""

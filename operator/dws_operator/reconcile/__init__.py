@@ -22,6 +22,8 @@ from dws_operator.reconcile.decide import decide
 from dws_operator.reconcile.decision import (
     AT_ONCE,
     BLOCK_ENDED,
+    BOOKING_REFUSED,
+    CANCEL_REFUSED,
     DRAIN_SECONDS,
     HELD_BACK_SECONDS,
     RUNNING_POLL_SECONDS,
@@ -55,6 +57,8 @@ from dws_operator.reconcile.tally import Tally, tally
 __all__ = [
     "AT_ONCE",
     "BLOCK_ENDED",
+    "BOOKING_REFUSED",
+    "CANCEL_REFUSED",
     "DRAIN_SECONDS",
     "HELD_BACK_SECONDS",
     "RUNNING_POLL_SECONDS",

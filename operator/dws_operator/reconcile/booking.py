@@ -40,6 +40,7 @@ from dws_operator.reconcile.decision import (
     BLOCK_ENDED,
     BOOKING_POLL_SECONDS,
     PAST_DEADLINE_SECONDS,
+    SUBMIT_POLL_SECONDS,
     Decision,
     Draft,
     ReconcileConfig,
@@ -135,6 +136,8 @@ def book(
             "request did not make (its description does not name the request's uid)"
         )
         run.condition(cond.BOOKED, "False", "BookingNameTaken", why)
+        # Nothing of this request's in Compute: not read again, never cancelled.
+        status.state = BookingState.DECLINED
         return run.fail("BookingNameTaken", why)
     procurement = seen.procurement
     if procurement in REFUSED:
@@ -180,10 +183,19 @@ def book(
 
 def _no_block(run: Draft, step: StepPlan, why: str) -> Decision:
     """The booking will not deliver a block: the ladder's next step, else the request fails."""
+    booking = run.status.booking
+    if booking is not None and booking.state != BookingState.CANCELLED:
+        booking.state = BookingState.DECLINED
     run.condition(cond.BOOKED, "False", "BookingDeclined", why)
     if step.step + 1 < len(step.ladder):
         return next_step(run, step, AttemptOutcome.FAILED, why)
     return run.fail("BookingDeclined", why)
+
+
+def refused_booking(run: Draft, step: StepPlan, why: str) -> Decision:
+    """Compute refused the booking's submit for good (a start it no longer books, a
+    permission missing): as a declined booking, the ladder's next step or a failure."""
+    return _no_block(run, step, f"Compute refused the booking: {why}")
 
 
 def _not_booked_yet(
@@ -192,22 +204,28 @@ def _not_booked_yet(
     status = run.status.booking
     assert status is not None
     spec = run.request.facts.spec
-    approved = config.book_without_approval or (spec is not None and spec.approve_booking)
+    # Once submitted, the approval stands: a booking may be in flight whatever the spec
+    # says now (setting approveBooking back to false withdraws nothing).
+    approved = (
+        config.book_without_approval
+        or status.state == BookingState.SUBMITTED
+        or (spec is not None and spec.approve_booking)
+    )
     if status.state not in (BookingState.AWAITING_APPROVAL, BookingState.SUBMITTED):
         # Compute no longer knows a booking it answered for (deleted by hand): never
         # booked again behind the user's back.
         why = f"Compute no longer has the booking {booking.name} (it was {status.state.value})"
         run.condition(cond.BOOKED, "False", "BookingLost", why)
         return run.fail("BookingLost", why)
-    if status.state == BookingState.AWAITING_APPROVAL and run.now >= booking.start:
-        # Never submitted: a block that has started cannot be booked (Compute wants a
-        # start in the future).
-        status.state = BookingState.DECLINED
+    if run.now >= booking.start:
+        # Not in Compute by its start: a block that has started cannot be booked any more
+        # (Compute wants a start in the future).
+        if status.state == BookingState.AWAITING_APPROVAL:
+            why = "was submitted (spec.approveBooking)"
+        else:
+            why = "was seen in Compute"
         return _no_block(
-            run,
-            step,
-            f"the block's start ({_time(booking.start)}) passed before the booking was "
-            "submitted (spec.approveBooking)",
+            run, step, f"the block's start ({_time(booking.start)}) passed before the booking {why}"
         )
     if not approved:
         status.state = BookingState.AWAITING_APPROVAL
@@ -224,16 +242,15 @@ def _not_booked_yet(
             # Only to give up at the start: the approval itself wakes the request.
             requeue=until + PAST_DEADLINE_SECONDS,
         )
-    if run.now >= booking.stop_at:
-        status.state = BookingState.DECLINED
-        return _no_block(
-            run, step, f"the booking {booking.name} was never seen in Compute before its end"
-        )
     status.state = BookingState.SUBMITTED
     status.submitted_at = status.submitted_at or run.now
+    # Written before the insert goes: a deletion waits for what it may still make.
+    status.last_submitted_at = run.now
     run.condition(cond.BOOKED, "False", "Submitted", f"{booking.name} submitted to Compute")
     run.act(SubmitBooking(booking))
-    return run.phase(Phase.PENDING, f"Submitting the booking of {_window(booking)}")
+    return run.phase(
+        Phase.PENDING, f"Submitting the booking of {_window(booking)}", requeue=SUBMIT_POLL_SECONDS
+    )
 
 
 def _on_the_block(run: Draft, booking: BookingPlan) -> Decision | None:
@@ -274,6 +291,7 @@ def _booking_status(run: Draft, booking: BookingPlan, seen: BookingView | None) 
         state=keep.state if keep is not None else BookingState.AWAITING_APPROVAL,
         procurement_status=seen.procurement if seen is not None else None,
         submitted_at=keep.submitted_at if keep is not None else None,
+        last_submitted_at=keep.last_submitted_at if keep is not None else None,
         approved_at=keep.approved_at if keep is not None else None,
     )
 

@@ -26,8 +26,10 @@ from dws_operator.reconcile.actions import (
 from dws_operator.reconcile.decision import (
     BLOCK_ENDED,
     BOOKING_POLL_SECONDS,
+    CANCEL_REFUSED,
     DRAIN_SECONDS,
     HELD_BACK_SECONDS,
+    NODES_IN_USE_SECONDS,
     PAST_DEADLINE_SECONDS,
     Decision,
     Draft,
@@ -84,9 +86,18 @@ def clean_up(run: Draft, spec: TrainingRequestSpec) -> Decision:
     grace = _block_grace(run)
     if grace is not None:
         # The pods stopped before a calendar block's end have until then (their grace
-        # period) to checkpoint: the VMs, paid for the whole block, stay till the end.
+        # period) to checkpoint: the VMs, paid for the whole block, stay till the end. A
+        # pool operation not started yet is called off all the same.
+        _settle_operations(run)
         run.decision.requeue_after = soonest(grace, run.wake_by)
         return run.decision
+    booking = status.booking
+    if (
+        booking is not None
+        and booking.state == BookingState.DELIVERED
+        and run.now >= booking.end_time
+    ):
+        booking.state = BookingState.ENDED
     managed = status.node_pool is not None and status.node_pool.managed
     cleanup = _cleanup_policy(run, spec)
     pools = observed.all_pools
@@ -206,6 +217,11 @@ def release(run: Draft) -> Decision:
     busy = _settle_operations(run)
     left = any(p.ours for p in observed.abandoned)
     kept, holding = _settle_booking(run)
+    if any(not view.mine for view in observed.operations.values()):
+        # Another request's operation on a pool of this one's name (the request that
+        # took it over): its end wakes that request, not this one, and the pool may look
+        # the same before and after, so this one looks again on its own.
+        run.wake_within(NODES_IN_USE_SECONDS)
     gone = not run.decision.actions and not busy and (not ours or not managed) and not left
     run.decision.released = gone and not holding
     message = "Deleting the Job, Service and node pool" + kept
@@ -230,12 +246,20 @@ def _settle_booking(run: Draft) -> tuple[str, bool]:
     until when it is billed. With whether the request must be held meanwhile: a submit
     not seen yet is waited for, so it cannot land after the request is gone."""
     booking, seen = run.status.booking, run.observed.booking
-    if booking is None or run.now >= booking.end_time:
+    if booking is None or run.now >= booking.end_time or (seen is not None and not seen.ours):
         return "", False
+    refusal = run.observed.refusal
+    if refusal is not None and refusal[0] == CANCEL_REFUSED:
+        return (
+            f"; Compute refused to cancel the booking {booking.name} ({refusal[1]}): it stays, "
+            f"billed until {rfc3339.seconds(booking.end_time)} unless you cancel it in Compute",
+            False,
+        )
     if seen is None:
         if booking.state != BookingState.SUBMITTED:
             return "", False
-        since = (run.now - (booking.submitted_at or run.now)).total_seconds()
+        last = booking.last_submitted_at or booking.submitted_at or run.now
+        since = (run.now - last).total_seconds()
         if since >= SUBMIT_SETTLE_SECONDS:
             return f"; the booking {booking.name} was submitted but never seen in Compute", False
         run.wake_within(SUBMIT_SETTLE_SECONDS - since + PAST_DEADLINE_SECONDS)

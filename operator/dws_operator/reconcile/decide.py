@@ -18,10 +18,11 @@ from dws_operator.errors import InvalidSpec, SpecError
 from dws_operator.multislice import MAX_MULTISLICE_NAME
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import DeleteJob
-from dws_operator.reconcile.booking import book, plan_booking
+from dws_operator.reconcile.booking import book, plan_booking, refused_booking
 from dws_operator.reconcile.cleanup import abandon, clean_up, release
 from dws_operator.reconcile.decision import (
     AT_ONCE,
+    BOOKING_REFUSED,
     CAPACITY_REASONS,
     OUTCOMES,
     Decision,
@@ -138,9 +139,7 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
         # The workload could not be created yet (e.g. the API server refuses it for now).
         Phase.WAITING_FOR_CAPACITY,
     )
-    calendar = spec.provisioning.mode == ProvisioningMode.CALENDAR
-    if still_provisioning and run.observed.job is None and timed_out(run, plan) and not calendar:
-        # (A delivered calendar block is paid for to its end: waited for until its stop.)
+    if still_provisioning and run.observed.job is None and timed_out(run, plan):
         return wait_ran_out(run, result)
     waiting = ensure_pools(run, spec, plan, managed)
     if waiting is not None:
@@ -174,6 +173,8 @@ def _refused(run: Draft, reason: str, message: str) -> Decision:
     fails. GKE's "no capacity" or "no quota" for a step of a capacity ladder with another
     step after it moves the request on to that step instead."""
     result = planned(run.request)
+    if reason == BOOKING_REFUSED and isinstance(result, StepPlan):
+        return refused_booking(run, result, message)
     if (
         reason in CAPACITY_REASONS
         and isinstance(result, StepPlan)

@@ -38,6 +38,12 @@ PAST_DEADLINE_SECONDS = 1.0
 BOOKING_POLL_SECONDS = 60.0
 #: The reason a request fails with when its calendar block's end stopped its workload.
 BLOCK_ENDED = "BlockEnded"
+#: The refusal the shell reports when Compute refused a booking's submit for good.
+BOOKING_REFUSED = "BookingRefused"
+#: The refusal the shell reports when Compute refused to cancel a booking for good.
+CANCEL_REFUSED = "CancelRefused"
+#: How soon a submitted booking Compute does not show yet is looked for (and sent) again.
+SUBMIT_POLL_SECONDS = 10.0
 #: How long a pool of a step left behind, whose delete GKE refused for good (say, a
 #: permission missing), waits before its delete is tried again.
 HELD_BACK_SECONDS = 60.0

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from dws_operator.api import Phase, TrainingRequestStatus
+from dws_operator.api import BookingState, Phase, TrainingRequestStatus
 from dws_operator.reconcile import conditions as cond
 
 #: GKE's cluster autoscaler removes an unneeded node after 10 minutes by default: what a
@@ -59,7 +59,11 @@ def tally(
     if before.started_at is None and after.started_at is not None:
         # After a restart, from its new capacity request; on a calendar block (booked
         # ahead), from the block's delivery: the wait Calendar mode has, not the booking's.
-        again = after.restarts or after.booking is not None
+        on_block = after.booking is not None and after.booking.state in (
+            BookingState.DELIVERED,
+            BookingState.ENDED,
+        )
+        again = after.restarts or on_block
         since = after.requested_at if again else None
         waited = _seconds(after.started_at, since or created or after.requested_at)
     held_until = None

@@ -43,6 +43,10 @@ TPU_ZONES: dict[str, tuple[str, ...]] = {
     "VM_FAMILY_CLOUD_TPU_POD_SLICE_CT5P": ("us-east5-a",),
     "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT5LP": ("europe-west4-b", "us-west4-b", "us-south1-a"),
 }
+#: Zones of `TPU_ZONES` where a family is served for inference (SERVING) only.
+SERVING_ONLY: dict[str, tuple[str, ...]] = {
+    "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT5LP": ("us-south1-a",),
+}
 _ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
 
 
@@ -188,6 +192,15 @@ def _what(reservation: compute_v1.FutureReservation, zone: str) -> None:
     if zone not in zones:
         raise invalid(
             "zone", zone, f"{family} is served in {', '.join(zones)}.", rule="CE-FR-TPU-ZONES"
+        )
+    if zone in SERVING_ONLY.get(family, ()) and (
+        reservation.aggregate_reservation.workload_type != "SERVING"
+    ):
+        raise invalid(
+            "resource.aggregateReservation.workloadType",
+            reservation.aggregate_reservation.workload_type,
+            f"{family} is served in {zone} for SERVING only.",
+            rule="CE-FR-TPU-ZONES",
         )
     resources = reservation.aggregate_reservation.reserved_resources
     chips = [r.accelerator.accelerator_count for r in resources if "accelerator" in r]

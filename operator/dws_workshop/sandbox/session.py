@@ -43,11 +43,11 @@ from dws_workshop.simulator.autoscaler import Autoscaler
 from dws_workshop.simulator.scenario import CapacityRule, SimScenario, load_scenario
 
 NAMESPACE = "default"
-#: GKE's minutes as seconds: capacity after 5 simulated minutes arrives after 5 s.
 #: Simulated seconds per real second in a sandbox for a calendar block: an hour a second.
 CALENDAR_CLOCK = 3600.0
 #: How long before a calendar block the sandbox's calendar starts.
 CALENDAR_LEAD = timedelta(hours=2)
+#: GKE's minutes as seconds: capacity after 5 simulated minutes arrives after 5 s.
 DEFAULT_SCENARIO = SimScenario(clock_factor=60.0, capacity=[CapacityRule(after_seconds=300.0)])
 
 
