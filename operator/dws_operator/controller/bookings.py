@@ -4,6 +4,7 @@ The decision about them is `reconcile.booking`'s."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from dws_operator.reconcile import (
 if TYPE_CHECKING:
     from dws_operator.gke.bookings import BookingClient
 
+log = logging.getLogger(__name__)
 #: Connects the Compute client, on first use (its library loads then).
 BookingConnector = Callable[[], "BookingClient"]
 #: Booking states in which Compute is read on every pass of the request.
@@ -68,7 +70,21 @@ class Bookings:
         where = booking_of(request)
         if where is None:
             return None
-        return await self.client().read(*where, request.uid)
+        try:
+            return await self.client().read(*where, request.uid)
+        except GkeError as error:
+            if error.retryable or not request.deleting:
+                raise
+            # A deletion is not held forever by a Compute it cannot read (no permission,
+            # no client): the booking counts as not seen, which lets the request go.
+            log.warning(
+                "%s/%s: cannot read its booking %s (%s): letting the deletion go",
+                request.namespace,
+                request.name,
+                where[1],
+                error,
+            )
+            return None
 
     async def submit(
         self, key: Key, body: Mapping[str, Any], booking: BookingPlan, finalizer: str
