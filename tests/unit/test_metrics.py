@@ -12,6 +12,8 @@ from dws_operator import rfc3339
 from dws_operator.api import (
     Attempt,
     AttemptOutcome,
+    BookingState,
+    BookingStatus,
     Condition,
     Phase,
     PlanSummary,
@@ -222,3 +224,22 @@ def test_counters_start_at_zero_for_every_accelerator_and_mode() -> None:
     metrics = OperatorMetrics()
     assert value(metrics, "dws_restarts_total", accelerator="nvidia-l4", mode="Spot") == 0
     assert value(metrics, "dws_ladder_steps_total", mode="Spot", outcome="Preempted") == 0
+
+
+def test_bookings_are_counted_by_state_every_state_shown() -> None:
+    metrics = OperatorMetrics()
+    booking = BookingStatus(
+        name="dws-llama",
+        zone="us-east5-a",
+        start_time=T0,
+        end_time=NOW,
+        count=16,
+        unit="chips",
+        machine_type="ct6e-standard-4t",
+        state=BookingState.UNDER_REVIEW,
+    )
+    seen(metrics, None, TrainingRequestStatus(), TrainingRequestStatus(booking=booking), NOW)
+    assert value(metrics, "dws_bookings", state="UnderReview") == 1
+    assert value(metrics, "dws_bookings", state="Delivered") == 0
+    metrics.request_gone(KEY)
+    assert value(metrics, "dws_bookings", state="UnderReview") == 0

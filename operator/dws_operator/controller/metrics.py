@@ -70,61 +70,38 @@ def request_labels(facts: RequestFacts, status: TrainingRequestStatus) -> Reques
     )
 
 
-class _Requests(Collector):
-    """`dws_requests`: requests by phase, mode and accelerator, counted at scrape time
-    from what the reconciler last saw of each (no series kept per request)."""
+class _LatestByRequest(Collector):
+    """A gauge counted at scrape time from the label values the reconciler last saw of
+    each request (no series kept per request, so 10,000 requests make no more series
+    than ten). Rows in `zeros` are reported even when nothing holds them."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labels: list[str],
+        zeros: Iterable[tuple[str, ...]] = (),
+    ) -> None:
+        self._name, self._documentation, self._labels = name, documentation, labels
+        self._zeros = list(zeros)
         self._lock = threading.Lock()
-        self._by_key: dict[tuple[str, str], tuple[str, str, str]] = {}
+        self._by_key: dict[tuple[str, str], tuple[str, ...]] = {}
 
-    def set(self, key: tuple[str, str], labels: RequestLabels) -> None:
+    def set(self, key: tuple[str, str], values: tuple[str, ...] | None) -> None:
+        """The request's label values now; None: it counts no more."""
         with self._lock:
-            self._by_key[key] = (labels.phase, labels.mode, labels.accelerator)
-
-    def remove(self, key: tuple[str, str]) -> None:
-        with self._lock:
-            self._by_key.pop(key, None)
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = GaugeMetricFamily(
-            "dws_requests",
-            "TrainingRequests by phase, provisioning mode (of the current ladder step) and "
-            "accelerator.",
-            labels=["phase", "mode", "accelerator"],
-        )
-        with self._lock:
-            counts = collections.Counter(self._by_key.values())
-        for (phase, mode, accelerator), count in sorted(counts.items()):
-            family.add_metric([phase, mode, accelerator], count)
-        yield family
-
-
-class _Bookings(Collector):
-    """`dws_bookings`: Calendar-mode bookings by state, counted at scrape time from what
-    the reconciler last saw of each request (no series kept per request)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_key: dict[tuple[str, str], str] = {}
-
-    def set(self, key: tuple[str, str], state: str | None) -> None:
-        with self._lock:
-            if state is None:
+            if values is None:
                 self._by_key.pop(key, None)
             else:
-                self._by_key[key] = state
+                self._by_key[key] = values
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = GaugeMetricFamily(
-            "dws_bookings",
-            "Calendar-mode bookings (DWS Calendar) of the TrainingRequests, by state.",
-            labels=["state"],
-        )
+        family = GaugeMetricFamily(self._name, self._documentation, labels=self._labels)
         with self._lock:
             counts = collections.Counter(self._by_key.values())
-        for state in BookingState:
-            family.add_metric([state.value], counts.get(state.value, 0))
+        rows = self._zeros + sorted(row for row in counts if row not in self._zeros)
+        for row in rows:
+            family.add_metric(list(row), counts.get(row, 0))
         yield family
 
 
@@ -134,9 +111,19 @@ class OperatorMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = _Requests()
+        self.requests = _LatestByRequest(
+            "dws_requests",
+            "TrainingRequests by phase, provisioning mode (of the current ladder step) and "
+            "accelerator.",
+            ["phase", "mode", "accelerator"],
+        )
         r.register(self.requests)
-        self.bookings = _Bookings()
+        self.bookings = _LatestByRequest(
+            "dws_bookings",
+            "Calendar-mode bookings (DWS Calendar) of the TrainingRequests, by state.",
+            ["state"],
+            zeros=[(state.value,) for state in BookingState],
+        )
         r.register(self.bookings)
         self.booking_approval = Histogram(
             "dws_booking_approval_seconds",
@@ -278,8 +265,8 @@ class OperatorMetrics:
         """A pass left the request at `status`; `counted`: what its decision changed,
         once written (None: it wrote nothing new)."""
         labels = request_labels(facts, status)
-        self.requests.set(key, labels)
-        self.bookings.set(key, status.booking.state.value if status.booking else None)
+        self.requests.set(key, (labels.phase, labels.mode, labels.accelerator))
+        self.bookings.set(key, (status.booking.state.value,) if status.booking else None)
         if counted is None:
             return
         if counted.approval_seconds is not None:
@@ -304,7 +291,7 @@ class OperatorMetrics:
             self.ladder_steps.labels(mode, outcome).inc()
 
     def request_gone(self, key: tuple[str, str]) -> None:
-        self.requests.remove(key)
+        self.requests.set(key, None)
         self.bookings.set(key, None)
 
     def reconciled(self, seconds: float, ok: bool) -> None:
