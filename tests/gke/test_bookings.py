@@ -11,7 +11,6 @@ from dws_operator.gke.bookings import BookingClient, future_reservation
 from dws_operator.gke.client import RetryPolicy
 from dws_operator.gke.policies import connect_compute
 from dws_operator.reconcile import BookingPlan
-from dws_operator.reconcile.booking import request_id_for
 from dws_workshop.emulator import EmulatorConfig
 from dws_workshop.emulator.config import CalendarReview
 from tests.clocks import ManualClock
@@ -32,7 +31,6 @@ def plan(start_in: timedelta, now: datetime, *, tpu: bool = False) -> BookingPla
         unit="chips" if tpu else "VMs",
         machine_type="ct6e-standard-4t" if tpu else "a3-highgpu-8g",
         tpu_family="VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E" if tpu else None,
-        request_id=request_id_for(UID),
         uid=UID,
         stop_before=600.0,
     )

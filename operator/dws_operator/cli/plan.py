@@ -16,11 +16,11 @@ from dws_operator import rfc3339
 from dws_operator.api import TrainingRequestSpec
 from dws_operator.catalog import GpuDriver, GpuType, ProvisioningMode, TpuVersion
 from dws_operator.cli.objects import register_flags, run_objects
-from dws_operator.durations import format_duration, parse_duration
+from dws_operator.durations import format_duration
 from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
 from dws_operator.naming import step_pool_base, workload_policy_name
 from dws_operator.planning import SlicePlan, plan_slice
-from dws_operator.reconcile import read_spec
+from dws_operator.reconcile import plan_booking, read_spec
 
 #: Which flag sets which field, so errors can name what the user typed.
 FLAGS = {
@@ -285,14 +285,17 @@ def render_booking(spec: TrainingRequestSpec, plan: SlicePlan) -> str | None:
     block = spec.provisioning.calendar
     if block is None:
         return None
-    start = block.start_time
-    end = start + parse_duration(block.duration)
-    tpu = spec.accelerator.tpu is not None
-    what = f"{plan.total_chips} chips" if tpu else f"{plan.nodes} x {plan.machine_type}"
-    zone = (spec.provisioning.zones or ["?"])[0]
+    # Its name and uid are the request's, not known here; the window and count are.
+    booking = plan_booking("", "", spec, plan)
+    what = (
+        f"{booking.count} chips"
+        if booking.unit == "chips"
+        else f"{booking.count} x {booking.machine_type}"
+    )
+    start, end = rfc3339.seconds(booking.start), rfc3339.seconds(booking.end)
     return "\n".join(
         (
-            f"Booking     {what} in {zone}, {rfc3339.seconds(start)} to {rfc3339.seconds(end)}",
+            f"Booking     {what} in {booking.zone}, {start} to {end}",
             "            (a Compute future reservation in calendar mode; submitted once "
             "spec.approveBooking is true)",
             f"            the workload is told to stop {block.stop_before} (and a minute) before "

@@ -32,7 +32,7 @@ from dws_operator.api import (
     TrainingRequestSpec,
 )
 from dws_operator.catalog import TPU_GENERATIONS
-from dws_operator.durations import parse_duration
+from dws_operator.durations import format_duration, parse_duration
 from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import DeleteJob, SubmitBooking
@@ -76,12 +76,15 @@ class BookingPlan:
     machine_type: str
     #: Compute's VM family of a TPU block; None for GPU VMs.
     tpu_family: str | None
-    #: The insert's idempotency key, the same for every try of this request's booking.
-    request_id: str
     #: The request's uid, which the future reservation's description names.
     uid: str
     #: Seconds before the end that the workload is stopped.
     stop_before: float
+
+    @property
+    def request_id(self) -> str:
+        """The insert's idempotency key, the same for every try of this request's booking."""
+        return request_id_for(self.uid)
 
     @property
     def stop_at(self) -> datetime:
@@ -114,7 +117,6 @@ def plan_booking(name: str, uid: str, spec: TrainingRequestSpec, plan: SlicePlan
         unit="chips" if tpu is not None else "VMs",
         machine_type=plan.machine_type,
         tpu_family=family,
-        request_id=request_id_for(uid),
         uid=uid,
         stop_before=parse_duration(block.stop_before).total_seconds(),
     )
@@ -150,7 +152,7 @@ def book(
             run,
             step,
             f"the booking {booking.name} was not delivered before its block's end "
-            f"({_time(booking.end)}); Compute says {procurement}",
+            f"({rfc3339.seconds(booking.end)}); Compute says {procurement}",
         )
     if procurement in UNDER_REVIEW:
         status.state = BookingState.UNDER_REVIEW
@@ -168,7 +170,8 @@ def book(
         if until > 0:
             return run.phase(
                 Phase.PENDING,
-                f"Booked {_window(booking)}; the block starts in {_span(until)}",
+                f"Booked {_window(booking)}; the block starts in "
+                f"{format_duration(timedelta(seconds=int(until)))}",
                 requeue=until + PAST_DEADLINE_SECONDS,
             )
         return run.phase(
@@ -225,7 +228,9 @@ def _not_booked_yet(
         else:
             why = "was seen in Compute"
         return _no_block(
-            run, step, f"the block's start ({_time(booking.start)}) passed before the booking {why}"
+            run,
+            step,
+            f"the block's start ({rfc3339.seconds(booking.start)}) passed before the booking {why}",
         )
     if not approved:
         status.state = BookingState.AWAITING_APPROVAL
@@ -271,8 +276,8 @@ def _on_the_block(run: Draft, booking: BookingPlan) -> Decision | None:
         run.act(DeleteJob(job.name, run.request.facts.workload_kind))
     return run.fail(
         BLOCK_ENDED,
-        f"the calendar block {booking.name} ends at {_time(booking.end)}: the workload "
-        f"was stopped {_span(booking.stop_before + STOP_LEAD_SECONDS)} before "
+        f"the calendar block {booking.name} ends at {rfc3339.seconds(booking.end)}: the "
+        f"workload was stopped {format_duration(booking.end - booking.stop_at)} before "
         "(spec.provisioning.calendar.stopBefore, and a minute for the operator's pass)",
     )
 
@@ -299,16 +304,5 @@ def _booking_status(run: Draft, booking: BookingPlan, seen: BookingView | None) 
 def _window(booking: BookingPlan) -> str:
     return (
         f"{booking.count} {booking.unit} of {booking.machine_type} in {booking.zone} from "
-        f"{_time(booking.start)} to {_time(booking.end)} ({booking.name})"
+        f"{rfc3339.seconds(booking.start)} to {rfc3339.seconds(booking.end)} ({booking.name})"
     )
-
-
-def _time(moment: datetime) -> str:
-    return rfc3339.seconds(moment)
-
-
-def _span(seconds: float) -> str:
-    minutes = int(seconds // 60)
-    if minutes >= 120:
-        return f"{minutes // 60}h{minutes % 60:02d}m"
-    return f"{minutes}m" if minutes else f"{int(seconds)}s"
