@@ -8,10 +8,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from google.auth.exceptions import GoogleAuthError
-
 from dws_operator.api import TERMINAL_PHASES, BookingState
 from dws_operator.controller.cache import Key
+from dws_operator.controller.lazy import OnFirstUse
 from dws_operator.gke import GkeError
 from dws_operator.reconcile import (
     BOOKING_REFUSED,
@@ -55,8 +54,7 @@ def booking_of(request: RequestView) -> tuple[str, str] | None:
 
 class Bookings:
     def __init__(self, connect: BookingConnector | None) -> None:
-        self._connect = connect
-        self._client: BookingClient | None = None
+        self._client = OnFirstUse(connect)
         #: Submits Compute refused for good, by request, until its next pass decides.
         self._refused: dict[Key, tuple[str, str]] = {}
 
@@ -117,18 +115,12 @@ class Bookings:
             self._refused[key] = (CANCEL_REFUSED, f"{error.reason}: {error.message}")
 
     def client(self) -> BookingClient:
-        if self._client is None and self._connect is not None:
-            try:
-                self._client = self._connect()
-            except GoogleAuthError as error:
-                raise GkeError(
-                    retryable=False, reason="ComputeUnavailable", message=str(error)
-                ) from error
-        if self._client is None:
+        client = self._client.get()
+        if client is None:
             raise GkeError(
                 retryable=False,
                 reason="BookingUnavailable",
                 message="Calendar mode books through Compute, and this operator has no "
                 "Compute client",
             )
-        return self._client
+        return client

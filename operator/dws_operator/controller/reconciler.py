@@ -15,13 +15,12 @@ from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from google.auth.exceptions import GoogleAuthError
-
 from dws_operator.api import Phase, TrainingRequestStatus
 from dws_operator.controller.bookings import BookingConnector, Bookings
 from dws_operator.controller.cache import Key
 from dws_operator.controller.events import EventPoster
 from dws_operator.controller.kube import Conflict, Invalid, WorkloadRejected
+from dws_operator.controller.lazy import OnFirstUse
 from dws_operator.controller.logs import about
 from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.controller.observe import Sources, observe, request_view
@@ -131,8 +130,7 @@ class Reconciler:
         self.config = config
         # Connected on first use: only Ironwood multi-host slices need Compute, and an
         # operator that never serves one must not need Compute credentials to start.
-        self._connect_policies = policies
-        self._policies: WorkloadPolicyClient | None = None
+        self._policies = OnFirstUse(policies)
         #: Calendar-mode bookings in Compute, connected on first use as the policies are.
         self.bookings = Bookings(bookings)
         #: Workloads the API server refused, by request, until its next pass decides.
@@ -610,14 +608,8 @@ class Reconciler:
         topology = workload_policy_topology(plan)
         if topology is None:
             return None
-        if self._policies is None and self._connect_policies is not None:
-            try:
-                self._policies = self._connect_policies()
-            except GoogleAuthError as error:
-                raise GkeError(
-                    retryable=False, reason="ComputeUnavailable", message=str(error)
-                ) from error
-        if self._policies is None or self.config.location is None:
+        policies = self._policies.get()
+        if policies is None or self.config.location is None:
             raise GkeError(
                 retryable=False,
                 reason="WorkloadPolicyUnavailable",
@@ -625,7 +617,7 @@ class Reconciler:
                 "operator has no Compute client",
             )
         region = region_of(self.config.location)
-        return await self._policies.ensure_workload_policy(region, topology)
+        return await policies.ensure_workload_policy(region, topology)
 
 
 #: The status writes of the pass running in this task (one decision: at most one).

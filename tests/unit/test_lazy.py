@@ -1,0 +1,33 @@
+"""A Compute client connected on first use, once."""
+
+from __future__ import annotations
+
+import pytest
+from google.auth.exceptions import DefaultCredentialsError
+
+from dws_operator.controller.lazy import OnFirstUse
+from dws_operator.gke import GkeError
+
+
+def test_connects_once_on_first_use() -> None:
+    made: list[object] = []
+
+    def connect() -> object:
+        made.append(object())
+        return made[-1]
+
+    lazy = OnFirstUse(connect)
+    assert made == []
+    first = lazy.get()
+    assert lazy.get() is first
+    assert made == [first]
+    assert OnFirstUse(None).get() is None
+
+
+def test_credentials_not_found_are_a_terminal_gke_error() -> None:
+    def connect() -> object:
+        raise DefaultCredentialsError("no credentials")
+
+    with pytest.raises(GkeError) as raised:
+        OnFirstUse(connect).get()
+    assert (raised.value.retryable, raised.value.reason) == (False, "ComputeUnavailable")
