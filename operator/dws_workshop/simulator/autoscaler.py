@@ -243,7 +243,7 @@ class Autoscaler:
             nodes = [n for n in nodes if n not in doomed]
         ceiling = max_nodes(pool.pool)
         want = pool.count
-        if self._outside_its_block(pool):
+        if pool.outside_block:
             # A calendar block's reservation holds no VMs before its start or after its end.
             ceiling = 0
         if not pool.shape.queued and ceiling > 0 and pending:
@@ -360,8 +360,11 @@ class Autoscaler:
     def _end_calendar_blocks(
         self, pools: dict[str, ScalingPool], busy: dict[str, list[Obj]]
     ) -> None:
+        """Marks each pool outside its calendar block or not (asked of the emulator once
+        a pass; scaling reads the mark), and takes the nodes of those that are."""
         for pool in pools.values():
-            if pool.nodes and self._outside_its_block(pool):
+            pool.outside_block = self._outside_its_block(pool)
+            if pool.nodes and pool.outside_block:
                 for node in list(pool.nodes):
                     self.fleet.remove(
                         pool,

@@ -38,6 +38,8 @@ class ScalingPool:
     shape: PoolShape
     path: str
     nodes: list[Obj] = field(default_factory=list)
+    #: It consumes a calendar block's reservation that is not on now (told once a pass).
+    outside_block: bool = False
 
     @property
     def name(self) -> str:
