@@ -24,6 +24,7 @@ from dws_workshop.simulator import provreq
 from dws_workshop.simulator.autoscaler_view import (
     Obj,
     ScalingPool,
+    busy_nodes,
     disrupted_status,
     name_of,
     node_index,
@@ -143,9 +144,17 @@ class Fleet:
         return items
 
     def fail_pods(self, node: str, busy: dict[str, list[Obj]], message: str) -> None:
-        """Mark the node's running pods Failed with a DisruptionTarget condition."""
+        """Mark the node's running pods Failed with a DisruptionTarget condition.
+
+        The pods are read again here rather than taken from the pass's snapshot: a pod
+        bound after the snapshot goes down with its VM too (left alone, it would stay
+        Running on a deleted node until the pod garbage collector's 40 s quarantine ends)."""
         stamp = provreq.now_rfc3339()
-        for pod in busy.pop(node, []):
+        busy.pop(node, None)
+        listed = self.call(
+            self.core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}"
+        )
+        for pod in busy_nodes(listed["items"]).get(node, []):
             with contextlib.suppress(NotFound):  # gone already
                 self.call(
                     self.core.patch_namespaced_pod_status,

@@ -3,10 +3,15 @@ through the real API server."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from google.cloud import container_v1
 from kubernetes import client as k8s
+from kubernetes import watch
+from urllib3.exceptions import ProtocolError
 
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.gke import NodePoolClient
@@ -89,6 +94,42 @@ class Sim:
 
     def pod(self, name: str) -> k8s.V1Pod:
         return self.core.read_namespaced_pod(name, self.namespace)
+
+    @contextmanager
+    def pod_fates(self) -> Iterator[dict[str, k8s.V1Pod]]:
+        """The last state seen of each pod in the namespace, kept from a watch: a pod the
+        garbage collector deletes still shows how it ended (its DELETED event carries it)."""
+        fates: dict[str, k8s.V1Pod] = {}
+        watcher = watch.Watch()  # type: ignore[no-untyped-call]
+        started = threading.Event()
+        stopping = threading.Event()
+
+        def follow() -> None:
+            listed = self.core.list_namespaced_pod(self.namespace)
+            for pod in listed.items:
+                fates[pod.metadata.name] = pod
+            started.set()
+            try:
+                for event in watcher.stream(
+                    self.core.list_namespaced_pod,
+                    self.namespace,
+                    resource_version=listed.metadata.resource_version,
+                ):
+                    pod = event["object"]
+                    fates[pod.metadata.name] = pod
+            except ProtocolError:
+                if not stopping.is_set():
+                    raise
+
+        thread = threading.Thread(target=follow, name="pod-fates", daemon=True)
+        thread.start()
+        started.wait()
+        try:
+            yield fates
+        finally:
+            # The stream ends at its next event, or when the API server closes it.
+            stopping.set()
+            watcher.stop()  # type: ignore[no-untyped-call]
 
     def phase(self, name: str) -> str:
         return str(self.pod(name).status.phase)

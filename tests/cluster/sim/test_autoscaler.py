@@ -12,6 +12,7 @@ from dws_operator import rfc3339
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_workshop.devcluster.stages import SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION
 from dws_workshop.simulator.autoscaler import Autoscaler
+from dws_workshop.simulator.autoscaler_view import DISRUPTION_REASON
 from dws_workshop.simulator.scenario import CapacityRule, SimScenario
 from tests.builders import gpu, tpu
 from tests.cluster.sim.conftest import StartAutoscaler
@@ -366,10 +367,17 @@ def test_a_preempted_multi_host_slice_goes_whole_and_comes_back_whole(
     before = sorted(n.metadata.name for n in sim.nodes("v6e-spot"))
     assert len(before) == 2
 
-    autoscaler.preempt(pool="v6e-spot")
-    eventually(
-        lambda: all(sim.phase(name) == "Failed" for name in first), what="both workers failed"
-    )
+    with sim.pod_fates() as fates:
+        autoscaler.preempt(pool="v6e-spot")
+        eventually(
+            lambda: all(fates[name].status.phase == "Failed" for name in first),
+            what="both workers failed",
+        )
+    reasons = {
+        name: [c.reason for c in fates[name].status.conditions if c.type == "DisruptionTarget"]
+        for name in first
+    }
+    assert reasons == {name: [DISRUPTION_REASON] for name in first}
     eventually(lambda: sim.node_count("v6e-spot") == 0, what="the whole slice gone")
     second = workers("second")
     eventually(
