@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from dws_operator.api import CleanupPolicy, GpuSpec, TpuSpec, TrainingRequestSpec
+from dws_operator.api import CalendarBlock, CleanupPolicy, GpuSpec, TpuSpec, TrainingRequestSpec
 from dws_operator.catalog import (
+    CALENDAR_ADVICE_TPU_DAYS,
     CALENDAR_MAX_DAYS,
     CALENDAR_MAX_GPU_VMS,
     CALENDAR_MIN_DAYS,
@@ -219,7 +220,7 @@ def calendar_errors(spec: TrainingRequestSpec) -> list[SpecError]:
         return [SpecError(f"{path}.calendar", why)]
     if block is None:
         return []
-    found: list[SpecError] = []
+    found = _block_start_errors(block, f"{path}.calendar")
     zones = provisioning.zones or []
     if len(zones) != 1:
         found.append(SpecError(f"{path}.zones", "must name exactly one zone with mode Calendar"))
@@ -277,6 +278,27 @@ def calendar_errors(spec: TrainingRequestSpec) -> list[SpecError]:
             )
         )
     return found
+
+
+def _block_start_errors(block: CalendarBlock, path: str) -> list[SpecError]:
+    """A block starts at startTime, or in the window between earliest and latest that
+    Compute's advice finds (it looks at most 120 days ahead)."""
+    if (block.start_time is None) == (block.earliest is None):
+        return [SpecError(f"{path}.startTime", "set startTime, or earliest and latest")]
+    if (block.earliest is None) != (block.latest is None):
+        return [SpecError(f"{path}.latest", "earliest and latest go together")]
+    if block.earliest is None or block.latest is None:
+        return []
+    span = block.latest - block.earliest
+    if not timedelta(0) <= span <= timedelta(days=CALENDAR_ADVICE_TPU_DAYS):
+        return [
+            SpecError(
+                f"{path}.latest",
+                f"must be at or after earliest, and at most {CALENDAR_ADVICE_TPU_DAYS} days "
+                "after it (how far ahead Compute's calendar-mode advice looks)",
+            )
+        ]
+    return []
 
 
 def provisioning_errors(spec: TrainingRequestSpec) -> list[SpecError]:

@@ -181,11 +181,28 @@ class CalendarBlock(ApiModel):
     """A DWS Calendar-mode block: capacity booked ahead for a fixed window (a Compute
     future reservation in calendar mode, in the one zone of `provisioning.zones`)."""
 
-    start_time: datetime = Field(
+    start_time: datetime | None = Field(
+        None,
         description=(
             "When the block starts (RFC 3339, e.g. 2026-12-01T08:00:00Z). The nodes come "
-            "then and the workload starts on them."
-        )
+            "then and the workload starts on them. Either this, or earliest and latest."
+        ),
+    )
+    earliest: datetime | None = Field(
+        None,
+        description=(
+            "With latest, instead of startTime: the block may start no earlier than this. "
+            "The operator asks Compute's calendar-mode advice when, between earliest and "
+            "latest, a block of this size and duration can start in the zone, and shows "
+            "that window (status.booking) before booking it."
+        ),
+    )
+    latest: datetime | None = Field(
+        None,
+        description=(
+            "With earliest: the block may start no later than this. Past it with no "
+            "window found, the request fails (or moves down its ladder)."
+        ),
     )
     duration: str = Field(
         pattern=DURATION_PATTERN,

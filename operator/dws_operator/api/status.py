@@ -155,6 +155,13 @@ class BookingStatus(ApiModel):
         None, description="When its insert was last sent (again while Compute showed nothing)."
     )
     approved_at: datetime | None = Field(None, description="When it was seen approved.")
+    recommendation_id: str | None = Field(
+        None,
+        description=(
+            "With calendar.earliest and latest: the Compute calendar-mode advice the window "
+            "came from (its recommendationId)."
+        ),
+    )
 
 
 class ObjectReference(ApiModel):

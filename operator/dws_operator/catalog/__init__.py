@@ -22,6 +22,8 @@ from dws_operator.catalog.gpu import (
     GpuType,
 )
 from dws_operator.catalog.modes import (
+    CALENDAR_ADVICE_GPU_DAYS,
+    CALENDAR_ADVICE_TPU_DAYS,
     CALENDAR_MAX_DAYS,
     CALENDAR_MAX_GPU_VMS,
     CALENDAR_MIN_DAYS,
@@ -52,6 +54,8 @@ from dws_operator.catalog.tpu import (
 )
 
 __all__ = [
+    "CALENDAR_ADVICE_GPU_DAYS",
+    "CALENDAR_ADVICE_TPU_DAYS",
     "CALENDAR_MAX_DAYS",
     "CALENDAR_MAX_GPU_VMS",
     "CALENDAR_MIN_DAYS",

@@ -44,6 +44,10 @@ CALENDAR_MAX_DAYS = 90
 CALENDAR_MAX_GPU_VMS = 80
 #: The TPU chip counts one calendar-mode request may reserve.
 CALENDAR_TPU_CHIPS = (1, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+#: How far ahead Compute's calendar-mode advice shows windows: 60 days for GPU VMs,
+#: 120 for TPUs (Compute's calendar-mode page, "view resource availability").
+CALENDAR_ADVICE_GPU_DAYS = 60
+CALENDAR_ADVICE_TPU_DAYS = 120
 
 
 class ReservationAffinity(StrEnum):

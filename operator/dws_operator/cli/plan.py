@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from dws_operator.durations import format_duration
 from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
 from dws_operator.naming import step_pool_base, workload_policy_name
 from dws_operator.planning import SlicePlan, plan_slice
-from dws_operator.reconcile import plan_booking, read_spec
+from dws_operator.reconcile import plan_booking, query_for, read_spec
 
 #: Which flag sets which field, so errors can name what the user typed.
 FLAGS = {
@@ -262,10 +264,14 @@ def run(args: argparse.Namespace) -> int:
         print(yaml.safe_dump(document, sort_keys=False), end="")
     else:
         print(render_table(plan))
-        booking = render_booking(TrainingRequestSpec.model_validate(_request(args)[0]), plan)
+        spec = TrainingRequestSpec.model_validate(_request(args)[0])
+        booking = render_booking(spec, plan)
         if booking is not None:
             print()
             print(booking)
+        windows = render_advice(spec, plan, args.project) if args.project else None
+        if windows is not None:
+            print(windows)
         for index, step in enumerate(ladder[1:], start=1):
             print()
             print(render_step(index, len(ladder), step))
@@ -286,21 +292,58 @@ def render_booking(spec: TrainingRequestSpec, plan: SlicePlan) -> str | None:
     if block is None:
         return None
     # Its name and uid are the request's, not known here; the window and count are.
-    booking = plan_booking("", "", spec, plan)
+    start_at = block.start_time or block.earliest
+    assert start_at is not None  # one of them, validated
+    booking = plan_booking("", "", spec, plan, start_at)
     what = (
         f"{booking.count} chips"
         if booking.unit == "chips"
         else f"{booking.count} x {booking.machine_type}"
     )
     start, end = rfc3339.seconds(booking.start), rfc3339.seconds(booking.end)
+    when = f"{start} to {end}"
+    if block.start_time is None and block.earliest is not None and block.latest is not None:
+        when = (
+            f"for {block.duration}, starting between {start} and "
+            f"{rfc3339.seconds(block.latest)} (the window Compute's calendar-mode advice finds)"
+        )
     return "\n".join(
         (
-            f"Booking     {what} in {booking.zone}, {start} to {end}",
+            f"Booking     {what} in {booking.zone}, {when}",
             "            (a Compute future reservation in calendar mode; submitted once "
             "spec.approveBooking is true)",
             f"            the workload is told to stop {block.stop_before} (and a minute) before "
             "the end",
         )
+    )
+
+
+def render_advice(spec: TrainingRequestSpec, plan: SlicePlan, project: str) -> str | None:
+    """Compute's calendar-mode advice for a request's block that starts between
+    calendar.earliest and latest, asked of `project` (through DWS_COMPUTE_ENDPOINT when
+    set, as the operator does); None for any other request."""
+    query = query_for(spec, plan, datetime.now(UTC))
+    if query is None:
+        return None
+    # Compute's library (tens of MiB, seconds to load): only when asking it.
+    from dws_operator.gke.bookings import BookingClient  # noqa: PLC0415
+    from dws_operator.gke.errors import GkeError  # noqa: PLC0415
+    from dws_operator.gke.policies import COMPUTE_ENDPOINT_ENV, connect_compute  # noqa: PLC0415
+
+    apis = connect_compute(os.environ.get(COMPUTE_ENDPOINT_ENV))
+    try:
+        advice = asyncio.run(BookingClient(apis, project).advise(query))
+    except GkeError as error:
+        return f"Advice      Compute refused the advice: {error.reason}: {error.message}"
+    finally:
+        apis.close()
+    if advice.window is None:
+        why = f": {advice.why_none}" if advice.why_none else ""
+        return f"Advice      no window in {query.zone} now{why}"
+    start, end = rfc3339.seconds(advice.window.start), rfc3339.seconds(advice.window.end)
+    return (
+        f"Advice      {start} to {end} in {query.zone} "
+        f"(Compute's recommendation {advice.window.recommendation_id}, asked of {project})"
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from dws_operator.api import TERMINAL_PHASES, BookingState
@@ -15,9 +16,11 @@ from dws_operator.gke import GkeError
 from dws_operator.reconcile import (
     BOOKING_REFUSED,
     CANCEL_REFUSED,
+    AdviceView,
     BookingPlan,
     BookingView,
     RequestView,
+    advice_query,
 )
 
 if TYPE_CHECKING:
@@ -83,6 +86,22 @@ class Bookings:
                 error,
             )
             return None
+
+    async def advise(self, key: Key, request: RequestView, now: datetime) -> AdviceView | None:
+        """Compute's calendar-mode advice for a request that lets the operator pick its
+        block's start and has no window yet (`advice_query`); None when not asked. A
+        refusal for good (no permission, a request Compute will not advise on) is kept
+        for the request's next pass, whose decision fails it: no window can be found."""
+        query = advice_query(request, now)
+        if query is None:
+            return None
+        try:
+            return await self.client().advise(query)
+        except GkeError as error:
+            if error.retryable:
+                raise
+            self._refused[key] = (BOOKING_REFUSED, f"{error.reason}: {error.message}")
+            return AdviceView(None, f"Compute refused the advice: {error.message}")
 
     async def submit(
         self, key: Key, body: Mapping[str, Any], booking: BookingPlan, finalizer: str

@@ -297,8 +297,14 @@ class Reconciler:
         observed = self._held_back(key, await observe(request, created, self.sources))
         refusal = self._refusal(key, observed)
         booking = await self.bookings.read(request)
+        advice = await self.bookings.advise(key, request, observed.now)
         return dataclasses.replace(
-            observed, offer=offer, binding_lost=lost, refusal=refusal, booking=booking
+            observed,
+            offer=offer,
+            binding_lost=lost,
+            refusal=refusal,
+            booking=booking,
+            advice=advice,
         )
 
     async def _ask_gke_for_unseen_pools(self, request: RequestView) -> None:

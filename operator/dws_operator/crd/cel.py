@@ -15,6 +15,7 @@ from datetime import timedelta
 
 from dws_operator.api.spec import MAX_FALLBACK_STEPS
 from dws_operator.catalog import (
+    CALENDAR_ADVICE_TPU_DAYS,
     CALENDAR_MAX_DAYS,
     CALENDAR_MAX_GPU_VMS,
     CALENDAR_MIN_DAYS,
@@ -327,7 +328,25 @@ def calendar_block_rules() -> list[Rule]:
     longest = f"{CALENDAR_MAX_DAYS * 24}h"
     parses = f"self.duration.matches({lit(DURATION_PATTERN)})"
     stop_parses = f"self.stopBefore.matches({lit(DURATION_PATTERN)})"
+    span = f"{CALENDAR_ADVICE_TPU_DAYS * 24}h"
     return [
+        Rule(
+            "has(self.startTime) != has(self.earliest)",
+            "set startTime, or earliest and latest",
+            ".startTime",
+        ),
+        Rule(
+            "has(self.earliest) == has(self.latest)",
+            "earliest and latest go together",
+            ".latest",
+        ),
+        Rule(
+            "!has(self.earliest) || !has(self.latest) || (self.latest >= self.earliest && "
+            f"self.latest - self.earliest <= duration({lit(span)}))",
+            f"latest must be at or after earliest, and at most {CALENDAR_ADVICE_TPU_DAYS} days "
+            "after it (how far ahead Compute's calendar-mode advice looks)",
+            ".latest",
+        ),
         Rule(
             f"!({parses}) || (duration(self.duration) >= duration({lit(shortest)}) && "
             f"duration(self.duration) <= duration({lit(longest)}))",

@@ -29,7 +29,13 @@ from dws_operator.gke.client import RetryPolicy
 from dws_operator.gke.compute_errors import classify_operation
 from dws_operator.gke.errors import GkeError
 from dws_operator.gke.policies import ComputeApis, call_compute
-from dws_operator.reconcile import BookingPlan, BookingView
+from dws_operator.reconcile import (
+    AdviceQuery,
+    AdviceView,
+    BookingPlan,
+    BookingView,
+    CalendarWindow,
+)
 
 T = TypeVar("T")
 #: Training blocks: Compute's aggregate reservations distinguish BATCH from SERVING.
@@ -85,6 +91,77 @@ def insert_booking_request(
     )
 
 
+#: The key of the one resource specification an advice request carries.
+ADVICE_SPEC_KEY = "block"
+
+
+def advice_request(project: str, query: AdviceQuery) -> compute_v1.CalendarModeAdviceRpcRequest:
+    """Compute's calendar-mode advice asked when, between the query's earliest and latest,
+    its block can start in its zone (a regional call: the zone's region)."""
+    if query.tpu_family is None:
+        target = compute_v1.FutureResourcesSpecTargetResources(
+            specific_sku_resources=compute_v1.FutureResourcesSpecSpecificSKUResources(
+                machine_type=query.machine_type, instance_count=query.count
+            )
+        )
+    else:
+        target = compute_v1.FutureResourcesSpecTargetResources(
+            aggregate_resources=compute_v1.FutureResourcesSpecAggregateResources(
+                vm_family=query.tpu_family,
+                workload_type=TPU_WORKLOAD_TYPE,
+                accelerator_count=query.count,
+            )
+        )
+    # google.protobuf.Duration's JSON form: seconds with an "s".
+    length = f"{int(query.duration.total_seconds())}s"
+    spec = compute_v1.FutureResourcesSpec(
+        target_resources=target,
+        time_range_spec=compute_v1.FlexibleTimeRange(
+            start_time_not_earlier_than=rfc3339.seconds(query.earliest),
+            start_time_not_later_than=rfc3339.seconds(query.latest),
+            min_duration=length,
+            max_duration=length,
+        ),
+        location_policy=compute_v1.FutureResourcesSpecLocationPolicy(
+            locations={
+                f"zones/{query.zone}": compute_v1.FutureResourcesSpecLocationPolicyLocation(
+                    preference="ALLOW"
+                )
+            }
+        ),
+    )
+    return compute_v1.CalendarModeAdviceRpcRequest(
+        project=project,
+        region=query.zone.rsplit("-", 1)[0],
+        calendar_mode_advice_request_resource=compute_v1.CalendarModeAdviceRequest(
+            future_resources_specs={ADVICE_SPEC_KEY: spec}
+        ),
+    )
+
+
+def advice_view(answer: compute_v1.CalendarModeAdviceResponse, zone: str) -> AdviceView:
+    """The first window the answer recommends in `zone`; else why not, in Compute's words
+    for the zone (`otherLocations`)."""
+    location = f"zones/{zone}"
+    why = ""
+    for recommendation in answer.recommendations:
+        found = recommendation.recommendations_per_spec.get(ADVICE_SPEC_KEY)
+        if found is None:
+            continue
+        if found.location == location and found.start_time and found.end_time:
+            return AdviceView(
+                CalendarWindow(
+                    start=rfc3339.parse(found.start_time),
+                    end=rfc3339.parse(found.end_time),
+                    recommendation_id=found.recommendation_id,
+                )
+            )
+        other = found.other_locations.get(location)
+        if other is not None and not why:
+            why = f"{other.status}: {other.details}" if other.details else str(other.status)
+    return AdviceView(None, why)
+
+
 @dataclass
 class BookingClient:
     """Submit, read and cancel the calendar-mode bookings of `project`."""
@@ -134,6 +211,13 @@ class BookingClient:
             failure = classify_operation(operation)
             if failure.reason != "AlreadyExists":
                 raise failure
+
+    async def advise(self, query: AdviceQuery) -> AdviceView:
+        """Compute's calendar-mode advice for the query's block."""
+        answer = await self._call(
+            self.apis.advice.calendar_mode, advice_request(self.project, query)
+        )
+        return advice_view(answer, query.zone)
 
     async def cancel(self, zone: str, name: str) -> None:
         """Cancel a booking Google has not approved; gone already is done."""

@@ -61,11 +61,14 @@ class ComputeApis:
     policies: compute_v1.ResourcePoliciesClient
     operations: compute_v1.RegionOperationsClient
     bookings: compute_v1.FutureReservationsClient
+    #: Calendar-mode advice: when a block can start.
+    advice: compute_v1.AdviceClient
 
     def close(self) -> None:
         self.policies.transport.close()  # type: ignore[no-untyped-call]
         self.operations.transport.close()  # type: ignore[no-untyped-call]
         self.bookings.transport.close()  # type: ignore[no-untyped-call]
+        self.advice.transport.close()  # type: ignore[no-untyped-call]
 
 
 def connect_compute(endpoint: str | None = None) -> ComputeApis:
@@ -81,6 +84,7 @@ def connect_compute(endpoint: str | None = None) -> ComputeApis:
             compute_v1.ResourcePoliciesClient(),
             compute_v1.RegionOperationsClient(),
             compute_v1.FutureReservationsClient(),
+            compute_v1.AdviceClient(),
         )
     options = ClientOptions(api_endpoint=endpoint)
     credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]
@@ -88,6 +92,7 @@ def connect_compute(endpoint: str | None = None) -> ComputeApis:
         compute_v1.ResourcePoliciesClient(credentials=credentials, client_options=options),
         compute_v1.RegionOperationsClient(credentials=credentials, client_options=options),
         compute_v1.FutureReservationsClient(credentials=credentials, client_options=options),
+        compute_v1.AdviceClient(credentials=credentials, client_options=options),
     )
 
 

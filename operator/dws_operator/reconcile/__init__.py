@@ -17,7 +17,14 @@ from dws_operator.reconcile.actions import (
     SubmitBooking,
     TakeOverNodePool,
 )
-from dws_operator.reconcile.booking import BookingPlan, plan_booking
+from dws_operator.reconcile.booking import (
+    NO_WINDOW,
+    AdviceQuery,
+    BookingPlan,
+    advice_query,
+    plan_booking,
+    query_for,
+)
 from dws_operator.reconcile.decide import decide
 from dws_operator.reconcile.decision import (
     AT_ONCE,
@@ -33,7 +40,9 @@ from dws_operator.reconcile.decision import (
 )
 from dws_operator.reconcile.facts import RequestFacts, StepWords, read_spec, step_provisioning
 from dws_operator.reconcile.observed import (
+    AdviceView,
     BookingView,
+    CalendarWindow,
     JobView,
     Observed,
     OperationView,
@@ -61,10 +70,14 @@ __all__ = [
     "CANCEL_REFUSED",
     "DRAIN_SECONDS",
     "HELD_BACK_SECONDS",
+    "NO_WINDOW",
     "RUNNING_POLL_SECONDS",
     "Action",
+    "AdviceQuery",
+    "AdviceView",
     "BookingPlan",
     "BookingView",
+    "CalendarWindow",
     "CancelBooking",
     "CancelPoolOperation",
     "CreateJob",
@@ -93,6 +106,7 @@ __all__ = [
     "TakeOverNodePool",
     "Tally",
     "abandoned_pool_names",
+    "advice_query",
     "attempt_number",
     "decide",
     "plan_booking",
@@ -100,6 +114,7 @@ __all__ = [
     "pool_name_for",
     "pool_names_for",
     "preview",
+    "query_for",
     "read_spec",
     "step_pool_names",
     "step_provisioning",

@@ -25,11 +25,13 @@ from typing import Literal
 
 from dws_operator import rfc3339
 from dws_operator.api import (
+    TERMINAL_PHASES,
     AttemptOutcome,
     BookingState,
     BookingStatus,
     Phase,
     TrainingRequestSpec,
+    TrainingRequestStatus,
 )
 from dws_operator.catalog import TPU_GENERATIONS
 from dws_operator.durations import format_duration, parse_duration
@@ -46,8 +48,8 @@ from dws_operator.reconcile.decision import (
     ReconcileConfig,
 )
 from dws_operator.reconcile.ladder import next_step
-from dws_operator.reconcile.observed import BookingView
-from dws_operator.reconcile.step import StepPlan
+from dws_operator.reconcile.observed import BookingView, RequestView
+from dws_operator.reconcile.step import StepPlan, planned
 
 #: Compute's procurement states, as the decision reads them.
 UNDER_REVIEW = frozenset({"DRAFTING", "PENDING_APPROVAL", "PENDING_AMENDMENT_APPROVAL"})
@@ -57,6 +59,12 @@ DELIVERED = "FULFILLED"
 #: pods get all of their grace period (`stopBefore`) whatever the pass that stops it
 #: takes: a timer's slack, a slow API server.
 STOP_LEAD_SECONDS = 60.0
+#: The reason a Calendar request without a window gives: Compute's advice found none
+#: between calendar.earliest and latest (yet, or at all).
+NO_WINDOW = "NoCalendarWindow"
+#: How often Compute's advice is asked again while it finds no window: every ask is a
+#: call on the project's Compute quota, and windows open as other blocks are booked.
+ADVICE_POLL_SECONDS = 600.0
 #: Derives a booking's `requestId` from the request's uid.
 _REQUEST_ID_NAMESPACE = uuid.UUID("8d4bd1f4-3c3e-4d65-9a3b-5f0c1e6f2a11")
 
@@ -80,6 +88,8 @@ class BookingPlan:
     uid: str
     #: Seconds before the end that the workload is stopped.
     stop_before: float
+    #: The Compute advice the window came from (calendar.earliest and latest); else None.
+    recommendation_id: str | None = None
 
     @property
     def request_id(self) -> str:
@@ -96,10 +106,121 @@ def request_id_for(uid: str) -> str:
     return str(uuid.uuid5(_REQUEST_ID_NAMESPACE, uid))
 
 
-def plan_booking(name: str, uid: str, spec: TrainingRequestSpec, plan: SlicePlan) -> BookingPlan:
-    """The block `spec` (a Calendar step, admission-checked) books for the slice `plan`,
-    as the future reservation `name` (`RequestFacts.booking_name`: from the request's
-    name and uid, whatever its pool is called)."""
+@dataclass(frozen=True)
+class AdviceQuery:
+    """What Compute's calendar-mode advice is asked: when, between `earliest` and
+    `latest`, a block of `count` (VMs or chips) lasting `duration` can start in `zone`."""
+
+    zone: str
+    earliest: datetime
+    latest: datetime
+    duration: timedelta
+    count: int
+    machine_type: str
+    #: Compute's VM family of a TPU block; None for GPU VMs.
+    tpu_family: str | None
+
+
+def advice_query(request: RequestView, now: datetime) -> AdviceQuery | None:
+    """What to ask Compute's advice this pass, for a Calendar request that lets the
+    operator pick its start (calendar.earliest and latest): while it is on its Calendar
+    step, live, and has no window of its own yet, or only one it showed and did not
+    submit whose start has come. None otherwise: a window once submitted is the one
+    booked, and a shown window is the one the user approves."""
+    result = planned(request)
+    if not isinstance(result, StepPlan) or result.step != 0 or request.deleting:
+        return None
+    if request.status.phase in TERMINAL_PHASES:
+        return None
+    if _shown_start(request.status, request.facts.booking_name, now) is not None:
+        return None
+    return query_for(result.spec, result.plan, now)
+
+
+def query_for(spec: TrainingRequestSpec, plan: SlicePlan, now: datetime) -> AdviceQuery | None:
+    """The advice to ask for the block of a Calendar step with calendar.earliest and
+    latest, until latest has passed; None for any other step."""
+    block = spec.provisioning.calendar
+    zones = spec.provisioning.zones or []
+    if block is None or block.earliest is None or block.latest is None or len(zones) != 1:
+        return None
+    if now > block.latest:
+        return None
+    booking = plan_booking("", "", spec, plan, block.earliest)
+    return AdviceQuery(
+        zone=zones[0],
+        earliest=max(block.earliest, now),
+        latest=block.latest,
+        duration=booking.end - booking.start,
+        count=booking.count,
+        machine_type=booking.machine_type,
+        tpu_family=booking.tpu_family,
+    )
+
+
+def _shown_start(status: TrainingRequestStatus, name: str, now: datetime) -> datetime | None:
+    """The start of the window the request's status holds: once submitted, for good; not
+    yet submitted, until it starts (then another is looked for)."""
+    booking = status.booking
+    if booking is None or booking.name != name:
+        return None
+    if booking.state != BookingState.AWAITING_APPROVAL or booking.start_time > now:
+        return booking.start_time
+    return None
+
+
+def block_start(run: Draft, step: StepPlan) -> tuple[datetime, str | None] | Decision:
+    """When the request's block starts, and the advice it came from: the spec's
+    startTime; else the window its status holds (`_shown_start`); else the one Compute's
+    advice found this pass between earliest and latest. Without one, a decision: wait
+    and ask again, or, past latest, no block."""
+    block = step.spec.provisioning.calendar
+    assert block is not None
+    if block.start_time is not None:
+        return block.start_time, None
+    shown = _shown_start(run.status, run.request.facts.booking_name, run.now)
+    if shown is not None:
+        assert run.status.booking is not None
+        return shown, run.status.booking.recommendation_id
+    assert block.earliest is not None
+    assert block.latest is not None
+    advice = run.observed.advice
+    window = advice.window if advice is not None else None
+    if window is not None and block.earliest <= window.start <= block.latest:
+        return window.start, window.recommendation_id
+    span = f"between {rfc3339.seconds(block.earliest)} and {rfc3339.seconds(block.latest)}"
+    why = f" ({advice.why_none})" if advice is not None and advice.why_none else ""
+    if run.now > block.latest:
+        return _no_block(
+            run,
+            step,
+            f"Compute's calendar-mode advice found no window for the block to start {span}{why}",
+            reason=NO_WINDOW,
+        )
+    run.condition(
+        cond.BOOKED, "False", NO_WINDOW, f"no window for the block to start {span} yet{why}"
+    )
+    until = (block.latest - run.now).total_seconds()
+    return run.phase(
+        Phase.PENDING,
+        f"Compute's calendar-mode advice has no window for the block to start {span} yet{why}; "
+        f"asking again in {format_duration(timedelta(seconds=ADVICE_POLL_SECONDS))}",
+        requeue=min(ADVICE_POLL_SECONDS, until + PAST_DEADLINE_SECONDS),
+    )
+
+
+def plan_booking(
+    name: str,
+    uid: str,
+    spec: TrainingRequestSpec,
+    plan: SlicePlan,
+    start: datetime,
+    recommendation_id: str | None = None,
+) -> BookingPlan:
+    """The block `spec` (a Calendar step, admission-checked) books for the slice `plan`
+    from `start` (`block_start`), as the future reservation `name`
+    (`RequestFacts.booking_name`: from the request's name and uid, whatever its pool is
+    called)."""
     provisioning = spec.provisioning
     block = provisioning.calendar
     zones = provisioning.zones or []
@@ -107,7 +228,6 @@ def plan_booking(name: str, uid: str, spec: TrainingRequestSpec, plan: SlicePlan
         raise ValueError("a Calendar step has a calendar block and exactly one zone")
     tpu = spec.accelerator.tpu
     family = TPU_GENERATIONS[tpu.version].calendar_family if tpu is not None else None
-    start = block.start_time
     return BookingPlan(
         name=name,
         zone=zones[0],
@@ -119,6 +239,7 @@ def plan_booking(name: str, uid: str, spec: TrainingRequestSpec, plan: SlicePlan
         tpu_family=family,
         uid=uid,
         stop_before=parse_duration(block.stop_before).total_seconds(),
+        recommendation_id=recommendation_id,
     )
 
 
@@ -184,15 +305,15 @@ def book(
     return _on_the_block(run, booking)
 
 
-def _no_block(run: Draft, step: StepPlan, why: str) -> Decision:
-    """The booking will not deliver a block: the ladder's next step, else the request fails."""
+def _no_block(run: Draft, step: StepPlan, why: str, reason: str = "BookingDeclined") -> Decision:
+    """No block will be delivered: the ladder's next step, else the request fails."""
     booking = run.status.booking
     if booking is not None and booking.state != BookingState.CANCELLED:
         booking.state = BookingState.DECLINED
-    run.condition(cond.BOOKED, "False", "BookingDeclined", why)
+    run.condition(cond.BOOKED, "False", reason, why)
     if step.step + 1 < len(step.ladder):
         return next_step(run, step, AttemptOutcome.FAILED, why)
-    return run.fail("BookingDeclined", why)
+    return run.fail(reason, why)
 
 
 def refused_booking(run: Draft, step: StepPlan, why: str) -> Decision:
@@ -298,6 +419,7 @@ def _booking_status(run: Draft, booking: BookingPlan, seen: BookingView | None) 
         submitted_at=keep.submitted_at if keep is not None else None,
         last_submitted_at=keep.last_submitted_at if keep is not None else None,
         approved_at=keep.approved_at if keep is not None else None,
+        recommendation_id=booking.recommendation_id,
     )
 
 

@@ -18,7 +18,7 @@ from dws_operator.errors import InvalidSpec, SpecError
 from dws_operator.multislice import MAX_MULTISLICE_NAME
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import DeleteJob
-from dws_operator.reconcile.booking import book, plan_booking, refused_booking
+from dws_operator.reconcile.booking import block_start, book, plan_booking, refused_booking
 from dws_operator.reconcile.cleanup import abandon, clean_up, release
 from dws_operator.reconcile.decision import (
     AT_ONCE,
@@ -128,7 +128,10 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
     if too_old is not None:
         return too_old
     if spec.provisioning.mode == ProvisioningMode.CALENDAR:
-        booking = plan_booking(run.request.facts.booking_name, run.request.uid, spec, plan)
+        start = block_start(run, result)
+        if isinstance(start, Decision):
+            return start
+        booking = plan_booking(run.request.facts.booking_name, run.request.uid, spec, plan, *start)
         waiting = book(run, result, booking, config)
         if waiting is not None:
             return waiting

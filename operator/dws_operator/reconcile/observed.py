@@ -95,6 +95,24 @@ class BookingView:
 
 
 @dataclass(frozen=True)
+class CalendarWindow:
+    """A window Compute's calendar-mode advice recommends for a block."""
+
+    start: datetime
+    end: datetime
+    recommendation_id: str
+
+
+@dataclass(frozen=True)
+class AdviceView:
+    """Compute's calendar-mode advice for the request's block in its zone: a window, or
+    why there is none (Compute's words for the zone, when it gave some)."""
+
+    window: CalendarWindow | None
+    why_none: str = ""
+
+
+@dataclass(frozen=True)
 class OperationView:
     """A GKE operation the operator queued or started on one of the request's pools."""
 
@@ -169,6 +187,9 @@ class Observed:
     #: The request's Calendar-mode booking as Compute answered this pass; None when
     #: Compute has none of that name (or the request books none).
     booking: BookingView | None = None
+    #: Compute's calendar-mode advice, asked this pass for a block to start between the
+    #: spec's earliest and latest (`reconcile.booking.advice_query`); None when not asked.
+    advice: AdviceView | None = None
 
     @property
     def all_pools(self) -> tuple[PoolView | None, ...]:

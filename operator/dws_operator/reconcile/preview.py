@@ -24,7 +24,9 @@ from dws_operator.reconcile.decide import decide
 from dws_operator.reconcile.decision import Decision, ReconcileConfig
 from dws_operator.reconcile.facts import RequestFacts, read_spec
 from dws_operator.reconcile.observed import (
+    AdviceView,
     BookingView,
+    CalendarWindow,
     Observed,
     PoolState,
     PoolView,
@@ -110,13 +112,21 @@ def _step(request: RequestView, step: StepPlan, config: ReconcileConfig) -> Prev
     plan = step.plan
     managed = not step.spec.node_pool.existing
     pools: tuple[tuple[str, SlicePlan], ...] = ()
-    now, booking, seen = _NOW, None, None
-    if step.spec.provisioning.mode == ProvisioningMode.CALENDAR:
-        # Looked at as the block starts: the booking approved and its reservation there.
-        booking = plan_booking(request.facts.booking_name, request.uid, step.spec, plan)
+    now, booking, seen, advice = _NOW, None, None, None
+    block = step.spec.provisioning.calendar
+    if step.spec.provisioning.mode == ProvisioningMode.CALENDAR and block is not None:
+        # Looked at as the block starts (at the earliest it may): the booking approved
+        # and its reservation there.
+        start = block.start_time or block.earliest
+        assert start is not None
+        booking = plan_booking(request.facts.booking_name, request.uid, step.spec, plan, start)
         now, seen = booking.start, BookingView("FULFILLED", (booking.name,))
+        if block.start_time is None:
+            advice = AdviceView(CalendarWindow(booking.start, booking.end, "preview"))
     if managed:
-        asking = _decide(Observed(request=request, now=now, booking=seen), config).actions
+        asking = _decide(
+            Observed(request=request, now=now, booking=seen, advice=advice), config
+        ).actions
         pools = tuple((a.name, a.plan) for a in asking if isinstance(a, CreateNodePool))
     ready = tuple(
         PoolView(
@@ -133,6 +143,7 @@ def _step(request: RequestView, step: StepPlan, config: ReconcileConfig) -> Prev
         request=request,
         now=now,
         booking=seen,
+        advice=advice,
         pool=ready[0] if ready else None,
         more_pools=ready[1:],
         # Made on the first step; a later step finds it there.
