@@ -10,6 +10,8 @@ from tests.builders import gpu, tpu
 #: (case, make_spec kwargs, field the error must name, words the Python message contains)
 #: A calendar-mode block (DWS Calendar) that Compute would book.
 BLOCK = {"startTime": "2030-01-06T08:00:00Z", "duration": "72h"}
+#: Instead of startTime: let the operator pick the start from Compute's advice.
+WINDOW = {"earliest": "2030-01-06T08:00:00Z", "latest": "2030-01-20T08:00:00Z"}
 
 INVALID: list[tuple[str, dict[str, Any], str, str]] = [
     (
@@ -348,6 +350,73 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         },
         "spec.provisioning.zones",
         "exactly one zone",
+    ),
+    (
+        "calendar-start-and-earliest",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "mode": "Calendar",
+            "provisioning": {"zones": ["us-east5-a"], "calendar": {**BLOCK, **WINDOW}},
+        },
+        "spec.provisioning.calendar.startTime",
+        "set startTime, or earliest and latest",
+    ),
+    (
+        "calendar-no-start",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "mode": "Calendar",
+            "provisioning": {"zones": ["us-east5-a"], "calendar": {"duration": "72h"}},
+        },
+        "spec.provisioning.calendar.startTime",
+        "set startTime, or earliest and latest",
+    ),
+    (
+        "calendar-earliest-alone",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "mode": "Calendar",
+            "provisioning": {
+                "zones": ["us-east5-a"],
+                "calendar": {"earliest": WINDOW["earliest"], "duration": "72h"},
+            },
+        },
+        "spec.provisioning.calendar.latest",
+        "earliest and latest go together",
+    ),
+    (
+        "calendar-latest-before-earliest",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "mode": "Calendar",
+            "provisioning": {
+                "zones": ["us-east5-a"],
+                "calendar": {
+                    "earliest": WINDOW["latest"],
+                    "latest": WINDOW["earliest"],
+                    "duration": "72h",
+                },
+            },
+        },
+        "spec.provisioning.calendar.latest",
+        "at or after earliest",
+    ),
+    (
+        "calendar-window-past-what-the-advice-sees",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "mode": "Calendar",
+            "provisioning": {
+                "zones": ["us-east5-a"],
+                "calendar": {
+                    "earliest": WINDOW["earliest"],
+                    "latest": "2030-06-01T00:00:00Z",
+                    "duration": "72h",
+                },
+            },
+        },
+        "spec.provisioning.calendar.latest",
+        "at most 120 days after it",
     ),
     (
         "calendar-half-a-day",

@@ -19,7 +19,14 @@ from dws_operator.api import GROUP, PLURAL, VERSION, TrainingRequestSpec
 from dws_operator.catalog import GPU_ACCELERATORS, TPU_GENERATIONS, ProvisioningMode
 from dws_operator.validation import spec_errors
 from tests.builders import CONTAINER, gpu, manifest, spec_body, tpu
-from tests.corpus import INVALID, INVALID_STEPS, MALFORMED_RESERVATIONS, VALID_RESERVATIONS
+from tests.corpus import (
+    BLOCK,
+    INVALID,
+    INVALID_STEPS,
+    MALFORMED_RESERVATIONS,
+    VALID_RESERVATIONS,
+    WINDOW,
+)
 from tests.unit import facts
 
 pytestmark = pytest.mark.usefixtures("training_request_crd")
@@ -365,6 +372,21 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             spec_body(gpu("nvidia-b200"), mode="Reservation", provisioning={"reservation": r}),
         )
         for index, r in enumerate(VALID_RESERVATIONS)
+    ],
+    *[
+        (
+            f"calendar-{how}",
+            spec_body(
+                gpu("nvidia-h100-80gb", nodes=2),
+                mode="Calendar",
+                provisioning={"zones": ["us-east5-a"], "calendar": {"duration": "72h", **when}},
+            ),
+        )
+        for how, when in (
+            ("start", {"startTime": BLOCK["startTime"]}),
+            ("window", WINDOW),
+            ("window-of-a-moment", {"earliest": WINDOW["earliest"], "latest": WINDOW["earliest"]}),
+        )
     ],
     (
         "durations",

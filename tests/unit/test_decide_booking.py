@@ -21,10 +21,16 @@ from dws_operator.reconcile import (
 )
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import CancelBooking, SubmitBooking
-from dws_operator.reconcile.booking import STOP_LEAD_SECONDS, request_id_for
+from dws_operator.reconcile.booking import (
+    ADVICE_POLL_SECONDS,
+    NO_WINDOW,
+    STOP_LEAD_SECONDS,
+    advice_query,
+    request_id_for,
+)
 from dws_operator.reconcile.cleanup import SUBMIT_SETTLE_SECONDS
 from dws_operator.reconcile.decision import BOOKING_REFUSED, CANCEL_REFUSED
-from dws_operator.reconcile.observed import BookingView, Observed
+from dws_operator.reconcile.observed import AdviceView, BookingView, CalendarWindow, Observed
 from tests.builders import gpu, spec_body, tpu
 from tests.unit.decisions import (
     CONFIG,
@@ -429,3 +435,129 @@ def test_the_booking_ends_with_its_block() -> None:
     ended = run(after(done, APPROVED, now=end, pool=pool_for(APPROVED, max_nodes=0)))
     assert ended.status.booking is not None
     assert ended.status.booking.state == BookingState.ENDED
+
+
+# The block's start picked from Compute's calendar-mode advice (earliest/latest) -------
+
+EARLIEST, LATEST = T0 + timedelta(days=1), T0 + timedelta(days=20)
+WINDOW_START = T0 + timedelta(days=3)
+PICKED = with_(
+    APPROVED,
+    provisioning={
+        "calendar": {
+            "earliest": "2025-06-02T12:00:00Z",
+            "latest": "2025-06-21T12:00:00Z",
+            "duration": "72h",
+            "stopBefore": "15m",
+        }
+    },
+)
+SHOWN = with_(PICKED, approveBooking=False)
+
+
+def advised(obs: Observed, start: datetime | None, why: str = "") -> Observed:
+    window = (
+        CalendarWindow(start, start + timedelta(hours=72), "rec-1") if start is not None else None
+    )
+    return dataclasses.replace(obs, advice=AdviceView(window, why))
+
+
+def test_the_spec_dates_are_the_ones_the_tests_mean() -> None:
+    assert (
+        datetime.fromisoformat("2025-06-02T12:00:00+00:00"),
+        datetime.fromisoformat("2025-06-21T12:00:00+00:00"),
+    ) == (EARLIEST, LATEST)
+
+
+def test_the_advised_window_is_shown_then_booked_as_shown() -> None:
+    shown = run(advised(observed(SHOWN), WINDOW_START))
+    assert shown.actions == []
+    booking = shown.status.booking
+    assert booking is not None
+    assert booking.state == BookingState.AWAITING_APPROVAL
+    assert (booking.start_time, booking.end_time) == (
+        WINDOW_START,
+        WINDOW_START + timedelta(hours=72),
+    )
+    assert booking.recommendation_id == "rec-1"
+    # Approved later, with no advice asked that pass: the window shown is the one booked.
+    approved = run(after(shown.status, PICKED, now=T0 + timedelta(hours=5)))
+    [submit] = only(approved.actions, SubmitBooking)
+    assert (submit.booking.start, submit.booking.recommendation_id) == (WINDOW_START, "rec-1")
+
+
+def test_a_submitted_window_stands_whatever_the_advice_says_later() -> None:
+    submitted = run(advised(observed(PICKED), WINDOW_START)).status
+    assert submitted.booking is not None
+    assert submitted.booking.state == BookingState.SUBMITTED
+    later = T0 + timedelta(days=5)
+    again = run(advised(after(submitted, PICKED, now=T0 + timedelta(seconds=5)), later))
+    [submit] = only(again.actions, SubmitBooking)
+    assert submit.booking.start == WINDOW_START
+
+
+def test_a_shown_window_that_started_unapproved_gives_way_to_a_new_one() -> None:
+    shown = run(advised(observed(SHOWN), WINDOW_START)).status
+    past = WINDOW_START + timedelta(minutes=1)
+    new_start = T0 + timedelta(days=6)
+    moved = run(advised(after(shown, SHOWN, now=past), new_start))
+    assert moved.status.booking is not None
+    assert moved.status.booking.start_time == new_start
+    assert moved.status.booking.state == BookingState.AWAITING_APPROVAL
+
+
+def test_without_a_window_it_waits_and_asks_again_then_gives_up_past_latest() -> None:
+    waiting = run(advised(observed(PICKED), None, "NO_CAPACITY: none free"))
+    assert waiting.actions == []
+    assert waiting.status.phase == Phase.PENDING
+    assert waiting.status.booking is None
+    assert cond_tuple(waiting, cond.BOOKED) == ("False", NO_WINDOW)
+    assert "NO_CAPACITY: none free" in (waiting.status.message or "")
+    assert waiting.requeue_after == ADVICE_POLL_SECONDS
+    # The last ask before latest comes at latest.
+    near = run(advised(observed(PICKED, now=LATEST - timedelta(seconds=30)), None))
+    assert near.requeue_after == pytest.approx(31)
+    over = run(advised(observed(PICKED, now=LATEST + timedelta(seconds=1)), None))
+    assert over.status.phase == Phase.FAILED
+    assert cond_tuple(over, cond.COMPLETED) == ("False", NO_WINDOW)
+    ladder = with_(PICKED, provisioning={"fallback": [{"mode": "FlexStart"}]})
+    moved = run(advised(observed(ladder, now=LATEST + timedelta(seconds=1)), None))
+    assert moved.status.step == 2
+
+
+def test_a_window_outside_earliest_and_latest_is_not_taken() -> None:
+    outside = run(advised(observed(PICKED), LATEST + timedelta(days=1)))
+    assert outside.actions == []
+    assert cond_tuple(outside, cond.BOOKED) == ("False", NO_WINDOW)
+
+
+def test_the_advice_is_asked_only_while_no_window_stands() -> None:
+    fresh = observed(PICKED)
+    query = advice_query(fresh.request, T0)
+    assert query is not None
+    assert (query.zone, query.earliest, query.latest) == ("us-east5-a", EARLIEST, LATEST)
+    assert (query.count, query.machine_type, query.tpu_family) == (2, "a3-highgpu-8g", None)
+    assert query.duration == timedelta(hours=72)
+    # Past earliest, from now.
+    assert advice_query(fresh.request, EARLIEST + timedelta(hours=1)).earliest == (  # type: ignore[union-attr]
+        EARLIEST + timedelta(hours=1)
+    )
+    submitted = run(advised(fresh, WINDOW_START)).status
+    assert advice_query(observed(PICKED, submitted).request, T0) is None
+    shown = run(advised(observed(SHOWN), WINDOW_START)).status
+    assert advice_query(observed(SHOWN, shown).request, T0) is None
+    assert advice_query(observed(SHOWN, shown).request, WINDOW_START) is not None
+    assert advice_query(observed(PICKED, deleting=True).request, T0) is None
+    assert advice_query(observed(APPROVED).request, T0) is None  # a fixed startTime
+    assert advice_query(fresh.request, LATEST + timedelta(seconds=1)) is None
+    tpus = spec_body(
+        tpu("v6e", "4x4"),
+        provisioning=PICKED["provisioning"],
+        approveBooking=True,
+    )
+    tpu_query = advice_query(observed(tpus).request, T0)
+    assert tpu_query is not None
+    assert (tpu_query.count, tpu_query.tpu_family) == (
+        16,
+        "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E",
+    )

@@ -167,6 +167,9 @@ class ComputeEmulator(CallLog[ComputeCall]):
         app.router.add_post(
             f"{booking}/cancel", self._route("futureReservations.cancel", calendar.cancel)
         )
+        app.router.add_post(
+            f"{_REGION}/advice/calendarMode", self._route("advice.calendarMode", calendar.advise)
+        )
         app.router.add_get(zone_operations, self._route("zoneOperations.get", self._operation))
         app.router.add_post(
             f"{zone_operations}/wait", self._route("zoneOperations.wait", self._wait)

@@ -2,7 +2,8 @@
 `/compute/v1/projects/P/zones/Z/futureReservations[/NAME[/cancel]]`.
 
 insert (with `requestId`), get, list, cancel and delete; each change is a zone
-operation, served by `ComputeEmulator` with the region ones. The state and its rules
+operation, served by `ComputeEmulator` with the region ones. And the regional
+`advice/calendarMode`: when a block can start (`calendar_advice.py`). The state and its rules
 are `calendar.py`, `calendar_rules.py` and `compute_state.py`.
 """
 
@@ -10,10 +11,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from google.cloud import compute_v1
 
+from dws_workshop.emulator.calendar_advice import advise, validate_advice
 from dws_workshop.emulator.calendar_rules import validate_request_id
 from dws_workshop.emulator.compute_api import (
     COMPUTE_ROOT,
@@ -82,6 +85,27 @@ class CalendarApi:
             if start + size < len(records):
                 answer["nextPageToken"] = str(start + size)
             return answer
+
+    async def advise(self, request: ComputeRequest) -> dict[str, Any]:
+        """advice.calendarMode: when and where a block can start (`calendar_advice`)."""
+        body = parse_body(request, compute_v1.CalendarModeAdviceRequest)
+        region = request.params["region"]
+        with self._lock:
+            calendar = self._state.calendar
+            calendar.advance()
+            now = calendar.now()
+            ask = validate_advice(body, region, now)
+            review = calendar.review()
+            held = [*calendar.bookings.values(), *calendar.pending.values()]
+            answer = advise(
+                ask,
+                region,
+                [b for b in held if b.project == request.params["project"]],
+                review.capacity,
+                timedelta(seconds=review.advice_lead_seconds),
+                now,
+            )
+            return to_json(answer)
 
     async def cancel(self, request: ComputeRequest) -> dict[str, Any]:
         return self._change(request, "futureReservations.cancel", self._state.cancel_booking)

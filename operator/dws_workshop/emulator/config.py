@@ -81,6 +81,7 @@ ComputeMethodName = Literal[
     "futureReservations.list",
     "futureReservations.cancel",
     "futureReservations.delete",
+    "advice.calendarMode",
     "zoneOperations.get",
     "zoneOperations.wait",
 ]
@@ -222,6 +223,13 @@ class CalendarReview(EmulatorModel):
     #: Simulated seconds from the submit to the answer.
     review_seconds: Seconds = 600.0
     outcome: Literal["approve", "decline"] = "approve"
+    #: What Google can deliver in calendar mode at any one time, by zone and then by
+    #: machine type (GPU VMs) or TPU VM family (chips); the advice offers windows where
+    #: the blocks booked leave room. A zone or resource not listed: no limit.
+    capacity: dict[str, dict[str, Annotated[int, Field(ge=0)]]] = Field(default_factory=dict)
+    #: Simulated seconds from now to the earliest start the advice offers: a day by
+    #: default (Cloud TPU's calendar-mode page: availability "1 to 120 days in advance").
+    advice_lead_seconds: Seconds = 86400.0
 
 
 class EmulatorConfig(EmulatorModel):

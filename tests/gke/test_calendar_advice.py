@@ -1,0 +1,229 @@
+"""Compute's calendar-mode advice as the emulator serves it, asked through the operator's
+booking client (Google's compute_v1 AdviceClient underneath): a window at the earliest
+start when capacity is free, after the blocks booked when it is not, none in range,
+TPU zones that do not serve the family, and the requests Compute refuses. Time is a
+`ManualClock` the test moves."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+
+import pytest
+from google.api_core import exceptions as core_exceptions
+from google.api_core.client_options import ClientOptions
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import compute_v1
+
+from dws_operator.gke.bookings import BookingClient, advice_request
+from dws_operator.gke.client import RetryPolicy
+from dws_operator.gke.errors import GkeError
+from dws_operator.gke.policies import connect_compute
+from dws_operator.reconcile import AdviceQuery, AdviceView, BookingPlan
+from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig
+from dws_workshop.emulator.config import CalendarReview
+from tests.clocks import ManualClock
+from tests.gke.harness import MakeEmulator
+
+PROJECT, ZONE = "dws-sandbox", "us-east5-a"
+H100 = "a3-highgpu-8g"
+V6E = "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E"
+UID = "6f1c2a40-0000-4000-8000-00000000beef"
+DAY = timedelta(days=1)
+
+
+def emulator_with(
+    make_emulator: MakeEmulator, capacity: dict[str, dict[str, int]] | None = None
+) -> tuple[ClusterManagerEmulator, ManualClock]:
+    clock = ManualClock()
+    review = CalendarReview(review_seconds=600, capacity=capacity or {})
+    config = EmulatorConfig(compute_operation_latency_seconds=0.05, calendar_review=review)
+    return make_emulator(config, clock), clock
+
+
+def ask(
+    emulator: ClusterManagerEmulator,
+    *,
+    earliest: timedelta,
+    latest: timedelta,
+    days: int = 2,
+    count: int = 4,
+    tpu_family: str | None = None,
+    zone: str = ZONE,
+) -> AdviceView:
+    now = emulator.sim_clock.utc()
+    query = AdviceQuery(
+        zone=zone,
+        earliest=now + earliest,
+        latest=now + latest,
+        duration=days * DAY,
+        count=count,
+        machine_type=H100 if tpu_family is None else "ct6e-standard-4t",
+        tpu_family=tpu_family,
+    )
+    apis = connect_compute(emulator.compute_endpoint)
+    try:
+        client = BookingClient(apis, PROJECT, retry=RetryPolicy(attempts=1))
+        return asyncio.run(client.advise(query))
+    finally:
+        apis.close()
+
+
+def book(emulator: ClusterManagerEmulator, clock: ManualClock, start: datetime, count: int) -> None:
+    """A block of H100 VMs from `start` for two days, submitted and its insert done."""
+    booking = BookingPlan(
+        name=f"held-{count}-{start:%d%H}",
+        zone=ZONE,
+        start=start,
+        end=start + 2 * DAY,
+        count=count,
+        unit="VMs",
+        machine_type=H100,
+        tpu_family=None,
+        uid=UID,
+        stop_before=600.0,
+    )
+    apis = connect_compute(emulator.compute_endpoint)
+    try:
+        asyncio.run(BookingClient(apis, PROJECT, retry=RetryPolicy(attempts=1)).submit(booking))
+    finally:
+        apis.close()
+    clock.tick(1)
+
+
+def test_free_capacity_is_offered_from_the_earliest_start(make_emulator: MakeEmulator) -> None:
+    emulator, _ = emulator_with(make_emulator)
+    now = emulator.sim_clock.utc()
+    advice = ask(emulator, earliest=3 * DAY, latest=10 * DAY)
+    assert advice.window is not None
+    assert advice.window.start == (now + 3 * DAY).replace(microsecond=0)
+    assert advice.window.end == advice.window.start + 2 * DAY
+    assert advice.window.recommendation_id
+
+
+def test_no_window_sooner_than_a_day_ahead(make_emulator: MakeEmulator) -> None:
+    # TPU availability is shown "1 to 120 days in advance": a start asked for within the
+    # day is offered a day on.
+    emulator, _ = emulator_with(make_emulator)
+    now = emulator.sim_clock.utc()
+    advice = ask(emulator, earliest=timedelta(hours=1), latest=5 * DAY)
+    assert advice.window is not None
+    assert advice.window.start == (now + DAY).replace(microsecond=0)
+
+
+def test_a_full_zone_offers_the_end_of_the_block_that_holds_it(
+    make_emulator: MakeEmulator,
+) -> None:
+    emulator, clock = emulator_with(make_emulator, {ZONE: {H100: 8}})
+    now = emulator.sim_clock.utc()
+    first = now + 3 * DAY
+    book(emulator, clock, first, count=6)
+    # 4 more do not fit beside 6 of 8 until that block ends, two days on.
+    advice = ask(emulator, earliest=3 * DAY, latest=10 * DAY, count=4)
+    assert advice.window is not None
+    assert advice.window.start == (first + 2 * DAY).replace(microsecond=0)
+    # 2 fit at once (a second after the block was booked: the earliest asked).
+    asked = emulator.sim_clock.utc() + 3 * DAY
+    two = ask(emulator, earliest=3 * DAY, latest=10 * DAY, count=2)
+    assert two.window is not None
+    assert two.window.start == asked.replace(microsecond=0)
+
+
+def test_no_window_in_range_says_why(make_emulator: MakeEmulator) -> None:
+    emulator, clock = emulator_with(make_emulator, {ZONE: {H100: 8}})
+    now = emulator.sim_clock.utc()
+    book(emulator, clock, now + 3 * DAY, count=8)
+    advice = ask(emulator, earliest=3 * DAY, latest=4 * DAY)
+    assert advice.window is None
+    assert advice.why_none.startswith("NO_CAPACITY: no block of 4 a3-highgpu-8g")
+    too_many = ask(emulator, earliest=3 * DAY, latest=30 * DAY, count=9)
+    assert too_many.window is None
+    assert "NO_CAPACITY" in too_many.why_none
+
+
+def test_gpu_windows_look_sixty_days_ahead(make_emulator: MakeEmulator) -> None:
+    emulator, _ = emulator_with(make_emulator)
+    advice = ask(emulator, earliest=61 * DAY, latest=70 * DAY)
+    assert advice.window is None
+    assert "NO_CAPACITY" in advice.why_none
+    tpus = ask(emulator, earliest=61 * DAY, latest=70 * DAY, count=16, tpu_family=V6E)
+    assert tpus.window is not None  # TPUs: 120 days
+
+
+def test_a_tpu_family_is_advised_only_in_the_zones_that_serve_it(
+    make_emulator: MakeEmulator,
+) -> None:
+    emulator, _ = emulator_with(make_emulator)
+    served = ask(emulator, earliest=2 * DAY, latest=5 * DAY, count=16, tpu_family=V6E)
+    assert served.window is not None
+    elsewhere = ask(
+        emulator, earliest=2 * DAY, latest=5 * DAY, count=16, tpu_family=V6E, zone="us-east5-c"
+    )
+    assert elsewhere.window is None
+    assert elsewhere.why_none.startswith("NOT_SUPPORTED")
+    # The answer recommended a zone that serves it instead, and named it.
+    answers = [c.response for c in emulator.compute.calls_for("advice.calendarMode")]
+    last = answers[-1]
+    assert last is not None
+    found = last["recommendations"][0]["recommendationsPerSpec"]["block"]
+    assert found["location"] in ("zones/us-east5-a", "zones/us-east5-b")
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (
+            lambda r: r.future_resources_specs["block"].time_range_spec.__setattr__(
+                "min_duration", "3600s"
+            ),
+            "timeRangeSpec",
+        ),
+        (
+            lambda r: r.future_resources_specs[
+                "block"
+            ].target_resources.specific_sku_resources.__setattr__("instance_count", 81),
+            "instanceCount",
+        ),
+        (
+            lambda r: r.future_resources_specs["block"].location_policy.locations.__setitem__(
+                "zones/europe-west4-a",
+                compute_v1.FutureResourcesSpecLocationPolicyLocation(preference="ALLOW"),
+            ),
+            "locationPolicy",
+        ),
+        (
+            lambda r: r.future_resources_specs.__setitem__(
+                "second", r.future_resources_specs["block"]
+            ),
+            "futureResourcesSpecs",
+        ),
+    ],
+)
+def test_compute_refuses_what_it_does_not_advise_on(
+    make_emulator: MakeEmulator, change: object, field: str
+) -> None:
+    emulator, _ = emulator_with(make_emulator)
+    now = emulator.sim_clock.utc()
+    query = AdviceQuery(ZONE, now + 2 * DAY, now + 5 * DAY, 2 * DAY, 4, H100, None)
+    request = advice_request(PROJECT, query)
+    assert callable(change)
+    change(request.calendar_mode_advice_request_resource)
+    client = compute_v1.AdviceClient(
+        credentials=AnonymousCredentials(),
+        client_options=ClientOptions(api_endpoint=emulator.compute_endpoint),
+    )
+    try:
+        with pytest.raises(core_exceptions.BadRequest) as refused:
+            client.calendar_mode(request=request)
+    finally:
+        client.transport.close()
+    assert field in str(refused.value)
+
+
+def test_the_operator_client_classifies_a_refusal_as_terminal(
+    make_emulator: MakeEmulator,
+) -> None:
+    emulator, _ = emulator_with(make_emulator)
+    with pytest.raises(GkeError) as refused:
+        ask(emulator, earliest=2 * DAY, latest=5 * DAY, count=81)
+    assert not refused.value.retryable
