@@ -22,8 +22,7 @@ permission section could not be read, the entry's `note` says so.
 Not used, so in no role: `container.clusters.getCredentials` (GetCluster's table row
 names it only "to see the cluster's credentials"; the operator reads the version and
 locations), zone operations (a booking's insert is not waited on: the next pass reads the
-booking), and `compute.advice.calendarMode` (Compute's calendar-mode advice, not called
-yet: when it is, the test fails until it is listed here with Google's page for it).
+booking).
 """
 
 from __future__ import annotations
@@ -40,6 +39,7 @@ CLUSTER_MANAGER = "ClusterManagerAsyncClient"
 RESOURCE_POLICIES = "ResourcePoliciesClient"
 REGION_OPERATIONS = "RegionOperationsClient"
 FUTURE_RESERVATIONS = "FutureReservationsClient"
+ADVICE = "AdviceClient"
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ CALENDAR_MODE = Role(
     id="dwsOperatorCalendarMode",
     title="dws-operator: DWS Calendar-mode bookings",
     description="Submit, read and cancel the calendar-mode future reservations of "
-    "TrainingRequests with a calendar step.",
+    "TrainingRequests with a calendar step, and ask Compute's advice when a block can start.",
     when="DWS Calendar mode",
     bound_on="the project",
 )
@@ -194,6 +194,14 @@ PERMISSIONS: tuple[Permission, ...] = (
         (f"{FUTURE_RESERVATIONS}.cancel_unary",),
         CALENDAR_MODE.id,
         f"{COMPUTE_DOCS}delete-future-reservations",
+    ),
+    Permission(
+        "compute.advice.calendarMode",
+        (f"{ADVICE}.calendar_mode",),
+        CALENDAR_MODE.id,
+        f"{COMPUTE_REST.replace('/v1/', '/beta/')}advice/calendarMode",
+        note="the name follows Compute's permission for a method (service.resource.verb) "
+        "and public permission lists; the REST page's own IAM section was not in the copy read",
     ),
 )
 

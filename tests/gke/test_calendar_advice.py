@@ -15,13 +15,18 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
+from dws_operator import rfc3339
+from dws_operator.api import TrainingRequestSpec
+from dws_operator.cli.plan import render_advice
 from dws_operator.gke.bookings import BookingClient, advice_request
 from dws_operator.gke.client import RetryPolicy
 from dws_operator.gke.errors import GkeError
-from dws_operator.gke.policies import connect_compute
+from dws_operator.gke.policies import COMPUTE_ENDPOINT_ENV, connect_compute
+from dws_operator.planning import plan_slice
 from dws_operator.reconcile import AdviceQuery, AdviceView, BookingPlan
 from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig
 from dws_workshop.emulator.config import CalendarReview
+from tests.builders import gpu, spec_body
 from tests.clocks import ManualClock
 from tests.gke.harness import MakeEmulator
 
@@ -227,3 +232,43 @@ def test_the_operator_client_classifies_a_refusal_as_terminal(
     with pytest.raises(GkeError) as refused:
         ask(emulator, earliest=2 * DAY, latest=5 * DAY, count=81)
     assert not refused.value.retryable
+
+
+def test_plan_prints_the_window_the_advice_offers(
+    make_emulator: MakeEmulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emulator, _ = emulator_with(make_emulator)
+    monkeypatch.setenv(COMPUTE_ENDPOINT_ENV, emulator.compute_endpoint)
+    # `plan` asks on the wall clock, as a person would; the emulator's starts at it.
+    now = emulator.sim_clock.utc()
+    earliest, latest = now + 3 * DAY, now + 9 * DAY
+    spec = TrainingRequestSpec.model_validate(
+        spec_body(
+            gpu("nvidia-h100-80gb", nodes=2),
+            mode="Calendar",
+            provisioning={
+                "zones": [ZONE],
+                "calendar": {
+                    "earliest": rfc3339.seconds(earliest),
+                    "latest": rfc3339.seconds(latest),
+                    "duration": "48h",
+                },
+            },
+        )
+    )
+    text = render_advice(spec, plan_slice(spec), PROJECT)
+    assert text is not None
+    assert text.startswith(f"Advice      {rfc3339.seconds(earliest)} to ")
+    assert f"in {ZONE}" in text
+    assert emulator.compute.calls_for("advice.calendarMode")
+    fixed = TrainingRequestSpec.model_validate(
+        spec_body(
+            gpu("nvidia-h100-80gb", nodes=2),
+            mode="Calendar",
+            provisioning={
+                "zones": [ZONE],
+                "calendar": {"startTime": rfc3339.seconds(earliest), "duration": "48h"},
+            },
+        )
+    )
+    assert render_advice(fixed, plan_slice(fixed), PROJECT) is None

@@ -91,13 +91,16 @@ def test_every_call_has_its_permission_listed_and_nothing_else_is() -> None:
 
 
 def test_a_new_call_would_fail() -> None:
-    # What the check above would see if Compute's calendar-mode advice were called, or the
-    # ClusterManager's ListOperations: calls dws_operator.iam does not list.
-    fields = compute_fields() | {"advice": "AdviceClient"}
-    advice = "async def f(self):\n    return self._call(self.apis.advice.calendar_mode, r)\n"
+    # What the check above would see if a booking were deleted, or the ClusterManager's
+    # ListOperations called: calls dws_operator.iam does not list.
+    fields = compute_fields()
+    deleting = "async def f(self):\n    return self._call(self.apis.bookings.delete_unary, r)\n"
     listing = "async def f(self):\n    return await self.call(self.api.list_operations, r)\n"
-    new = calls_in(advice, fields, in_gke=True) | calls_in(listing, fields, in_gke=True)
-    assert new == {"AdviceClient.calendar_mode", f"{iam.CLUSTER_MANAGER}.list_operations"}
+    new = calls_in(deleting, fields, in_gke=True) | calls_in(listing, fields, in_gke=True)
+    assert new == {
+        f"{iam.FUTURE_RESERVATIONS}.delete_unary",
+        f"{iam.CLUSTER_MANAGER}.list_operations",
+    }
     assert new.isdisjoint(iam.calls())
     # `self.api` outside gke/ is the Kubernetes API, not GKE's.
     assert calls_in("self.api.request(x)", fields, in_gke=False) == set()

@@ -6,6 +6,7 @@ skips ahead (`SimClock.jump`), so the stop is looked at closely without days of 
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -14,6 +15,9 @@ from kubernetes import client as k8s
 from dws_operator import rfc3339
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.controller import OperatorThread
+from dws_operator.gke.bookings import BookingClient
+from dws_operator.gke.policies import connect_compute
+from dws_operator.reconcile import BookingPlan
 from dws_operator.reconcile.booking import STOP_LEAD_SECONDS
 from dws_workshop.emulator import MethodFaults
 from dws_workshop.emulator.config import CalendarReview
@@ -247,3 +251,55 @@ def test_the_calendar_sample_books_its_block_and_runs_on_it(stack: Stack) -> Non
     scenario.wait_phase("Succeeded", timeout=SETTLE)
     [(_, zone, booked)] = scenario.emulator.compute.bookings()
     assert (zone, booked.specific_sku_properties.total_count) == ("us-east5-a", 2)
+
+
+def test_a_block_starts_when_computes_advice_finds_room_and_runs_there(stack: Stack) -> None:
+    # Two H100 VMs fit in the zone at a time, and a block of two is booked already from
+    # ten days on: the advice offers the window after it, which the request shows,
+    # books once approved, and runs on.
+    scenario = stack(AUTOSCALER, emulator_clock=FAST)
+    compute = scenario.emulator.compute
+    compute.set_calendar_review(CalendarReview(capacity={"us-east5-a": {"a3-highgpu-8g": 2}}))
+    now = scenario.emulator.sim_clock.utc()
+    held = BookingPlan(
+        name="another-team",
+        zone="us-east5-a",
+        start=now + AHEAD,
+        end=now + AHEAD + timedelta(days=1),
+        count=2,
+        unit="VMs",
+        machine_type="a3-highgpu-8g",
+        tpu_family=None,
+        uid="another-teams-uid",
+        stop_before=600.0,
+    )
+    apis = connect_compute(scenario.emulator.compute_endpoint)
+    try:
+        asyncio.run(BookingClient(apis, "dws-sandbox").submit(held))
+    finally:
+        apis.close()
+    eventually(lambda: len(compute.bookings()) == 1, what="the other team's block")
+    window = {
+        "earliest": rfc3339.seconds(now + AHEAD),
+        "latest": rfc3339.seconds(now + AHEAD + timedelta(days=5)),
+        "duration": "24h",
+    }
+    scenario.create(
+        gpu("nvidia-h100-80gb", nodes=2),
+        mode="Calendar",
+        provisioning=calendar("us-east5-a", window),
+        template=sim("5s"),
+    )
+    eventually(lambda: state(scenario) == "AwaitingApproval", what="the window shown")
+    shown = booking(scenario)
+    assert rfc3339.parse(shown["startTime"]) == held.end.replace(microsecond=0)
+    assert shown["recommendationId"]
+    assert compute.calls_for("advice.calendarMode")
+    approve(scenario)
+    skip_to_the_start(scenario)
+    scenario.wait_phase("Succeeded", timeout=SETTLE)
+    ours = [b for _, _, b in compute.bookings() if b.name == shown["name"]]
+    [booked] = ours
+    assert booked.time_window.start_time == shown["startTime"]
+    started = rfc3339.parse(scenario.status()["startedAt"])
+    assert started >= rfc3339.parse(shown["startTime"])
