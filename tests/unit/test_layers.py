@@ -23,6 +23,7 @@ PURE_CORE = (
     "dws_operator.workload",
     "dws_operator.multislice",
     "dws_operator.naming",
+    "dws_operator.estimate",
     *sorted(
         f"dws_operator.reconcile.{path.stem}"
         for path in (OPERATOR / "dws_operator" / "reconcile").glob("*.py")

@@ -73,6 +73,7 @@ def test_flags_win_over_environment() -> None:
         ({**BASE, "DWS_RUNNING_POLL_SECONDS": "soon"}, "expected seconds from 1 to 3600"),
         ({**BASE, "DWS_RUNNING_POLL_SECONDS": "0.1"}, "DWS_RUNNING_POLL_SECONDS='0.1'"),
         ({**BASE, "DWS_RUNNING_POLL_SECONDS": "nan"}, "DWS_RUNNING_POLL_SECONDS='nan'"),
+        ({**BASE, "DWS_CAPACITY_HISTORY": "Not_A_Name"}, "DWS_CAPACITY_HISTORY='Not_A_Name'"),
     ],
 )
 def test_bad_settings_are_one_clear_line(env: dict[str, str], words: str) -> None:
@@ -182,3 +183,12 @@ def test_metrics_are_on_by_default_and_logs_are_text() -> None:
 def test_bad_metrics_and_log_settings(env: dict[str, str], words: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(words)):
         OperatorConfig.from_env({**BASE, **env})
+
+
+def test_the_capacity_history_is_a_configmap_unless_kept_in_memory() -> None:
+    assert OperatorConfig.from_env(BASE).capacity_history == "dws-operator-capacity-history"
+    named = OperatorConfig.from_env({**BASE, "DWS_CAPACITY_HISTORY": "ml-waits"})
+    assert named.capacity_history == "ml-waits"
+    assert OperatorConfig.from_env({**BASE, "DWS_CAPACITY_HISTORY": "-"}).capacity_history is None
+    # Built in code (tests, the sandbox): in memory unless said otherwise.
+    assert OperatorConfig(project="p", location="us-east5", cluster="c").capacity_history is None

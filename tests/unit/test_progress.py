@@ -117,6 +117,35 @@ def test_a_calendar_bookings_states_as_they_change() -> None:
     ]
 
 
+def test_an_approval_missed_between_two_looks_is_still_told_once() -> None:
+    log = ProgressLog()
+    booked = "Booked 2 VMs of a3-highgpu-8g in us-east5-a from A to B"
+
+    def look(at: float, state: str, approved: bool, phase: str = "Pending") -> list[str]:
+        seen = dataclasses.replace(
+            snap(at, phase, message=state), booking=state, booked=booked if approved else None
+        )
+        return log.update(seen)
+
+    assert look(1.0, "Submitted", False)[-1] == "[   1.0s] booking Submitted   Submitted"
+    assert look(2.0, "Delivered", True, phase="Provisioning") == [
+        "[   2.0s] Provisioning        Delivered",
+        f"[   2.0s] booking Approved    {booked}",
+        "[   2.0s] booking Delivered   Delivered",
+    ]
+    assert look(3.0, "Ended", True, phase="Failed") == [
+        "[   3.0s] Failed              Ended",
+        "[   3.0s] booking Ended       Ended",
+    ]
+    # Seen Approved itself: not told twice.
+    seen = ProgressLog()
+    seen.update(dataclasses.replace(snap(1.0, "Pending"), booking="Approved", booked=booked))
+    later = seen.update(
+        dataclasses.replace(snap(2.0, "Running"), booking="Delivered", booked=booked)
+    )
+    assert [line for line in later if "Approved" in line] == []
+
+
 def test_the_calendar_start_of_a_manifest() -> None:
     block = {"startTime": "2030-01-07T08:00:00Z", "duration": "24h"}
     manifest = {"spec": {"provisioning": {"mode": "Calendar", "calendar": block}}}

@@ -164,6 +164,25 @@ class BookingStatus(ApiModel):
     )
 
 
+class EstimateStatus(ApiModel):
+    """How long the capacity asked for took for earlier requests of its kind, from the
+    operator's history (asks that ended without capacity counted too)."""
+
+    key: str = Field(description="The kind of capacity: accelerator.shape.slices.mode.zone.")
+    observations: int = Field(ge=0, description="Asks the estimate rests on.")
+    censored: int = Field(ge=0, description="Of those, asks that ended without capacity.")
+    p50_seconds: float | None = Field(
+        None, description="Half the asks had their capacity within this; unset: unknown."
+    )
+    p90_seconds: float | None = Field(
+        None, description="Nine in ten had it within this; unset: unknown."
+    )
+    expected_by: datetime | None = Field(
+        None, description="When this ask reaches the p50, counted from when it began."
+    )
+    message: str = Field(description="The estimate in words, or 'no data' before any.")
+
+
 class ObjectReference(ApiModel):
     name: str = Field(description="Object name in the TrainingRequest's namespace.")
 
@@ -192,6 +211,11 @@ class TrainingRequestStatus(ApiModel):
     )
     booking: BookingStatus | None = Field(
         None, description="The Calendar-mode block booked for the request (mode Calendar)."
+    )
+    estimate: EstimateStatus | None = Field(
+        None,
+        description="While waiting for capacity: how long it took earlier requests of the "
+        "same kind (the last estimate given stays once the capacity came).",
     )
     requested_at: datetime | None = Field(None, description="When capacity was requested.")
     provisioned_at: datetime | None = Field(None, description="When all nodes were ready.")

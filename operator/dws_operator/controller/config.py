@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 
 from dws_operator.api.base import DNS_LABEL_PATTERN
+from dws_operator.controller.history import DEFAULT_NAME as DEFAULT_HISTORY_NAME
 from dws_operator.controller.leader import (
     LEASE_DURATION_SECONDS,
     LEASE_NAME,
@@ -28,6 +29,7 @@ _LOCATION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+(-[a-z])?$")
 _CLUSTER_RE = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 _ENDPOINT_RE = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
 _HTTP_ENDPOINT_RE = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
+_CONFIGMAP_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 #: `/metrics` listens here unless told otherwise (the chart's `metrics.port`); the
@@ -137,8 +139,17 @@ class OperatorConfig:
     orphan_grace_seconds: float = ORPHAN_GRACE_SECONDS
     #: Calendar-mode bookings are submitted without spec.approveBooking (DWS_BOOK_WITHOUT_APPROVAL).
     book_without_approval: bool = False
+    #: The ConfigMap (in the operator's namespace) the history of waits for capacity is
+    #: kept in (DWS_CAPACITY_HISTORY, whose default is `DEFAULT_HISTORY_NAME`); None: the
+    #: history is kept in memory only (an operator built in code, as the tests' are).
+    capacity_history: str | None = None
     #: The time decisions are made in; never read from the environment.
     time: OperatorTime = field(default_factory=OperatorTime)
+
+    @property
+    def operator_namespace(self) -> str:
+        """Where the operator keeps its Lease and its capacity history."""
+        return (self.lease.namespace if self.lease else None) or default_namespace()
 
     def lease_settings(self) -> LeaseSettings | None:
         """This process's candidacy for the Lease, None without leader election."""
@@ -254,7 +265,21 @@ class OperatorConfig:
             pool_defaults=pool_defaults,
             orphan_grace_seconds=_orphan_grace(get),
             book_without_approval=_book_without_approval(get),
+            capacity_history=_capacity_history(get),
         )
+
+
+def _capacity_history(get: Callable[[str, str], str | None]) -> str | None:
+    """The ConfigMap's name; `-` keeps the history in memory only."""
+    name = (get("capacity_history", "DWS_CAPACITY_HISTORY") or DEFAULT_HISTORY_NAME).strip()
+    if name == "-":
+        return None
+    if not _CONFIGMAP_NAME.match(name) or len(name) > 253:
+        raise ConfigError(
+            f"DWS_CAPACITY_HISTORY={name!r} is not a ConfigMap name (lowercase letters, "
+            "digits, '-' and '.'), or '-' to keep the history in memory only"
+        )
+    return name
 
 
 def _book_without_approval(get: Callable[[str, str], str | None]) -> bool:

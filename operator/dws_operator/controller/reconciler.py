@@ -19,6 +19,7 @@ from dws_operator.api import Phase, TrainingRequestStatus
 from dws_operator.controller.bookings import BookingConnector, Bookings
 from dws_operator.controller.cache import Key
 from dws_operator.controller.events import EventPoster
+from dws_operator.controller.history import CapacityHistory
 from dws_operator.controller.kube import Conflict, Invalid, WorkloadRejected
 from dws_operator.controller.lazy import OnFirstUse
 from dws_operator.controller.logs import about
@@ -68,6 +69,7 @@ from dws_operator.reconcile import (
     Tally,
     abandoned_pool_names,
     decide,
+    estimate_key,
     planned,
     pool_name_for,
     pool_names_for,
@@ -117,6 +119,7 @@ class Reconciler:
         *,
         pool_defaults: PoolDefaults | None = None,
         bookings: BookingConnector | None = None,
+        history: CapacityHistory | None = None,
     ) -> None:
         self.sources = sources
         #: The operator's node settings, on every pool it renders (and so in each shape:
@@ -133,6 +136,8 @@ class Reconciler:
         self._policies = OnFirstUse(policies)
         #: Calendar-mode bookings in Compute, connected on first use as the policies are.
         self.bookings = Bookings(bookings)
+        #: Waits for capacity, for the estimates; kept in this process only unless given.
+        self.history = history or CapacityHistory.in_memory()
         #: Workloads the API server refused, by request, until its next pass decides.
         self._refused: dict[Key, tuple[str, str]] = {}
         #: Pool names GKE said are absent, by the uid of a request being deleted.
@@ -298,6 +303,8 @@ class Reconciler:
         refusal = self._refusal(key, observed)
         booking = await self.bookings.read(request)
         advice = await self.bookings.advise(key, request, observed.now)
+        waits_for = estimate_key(request)
+        estimate = await self.history.estimate(waits_for) if waits_for else None
         return dataclasses.replace(
             observed,
             offer=offer,
@@ -305,6 +312,7 @@ class Reconciler:
             refusal=refusal,
             booking=booking,
             advice=advice,
+            estimate=estimate,
         )
 
     async def _ask_gke_for_unseen_pools(self, request: RequestView) -> None:
@@ -475,6 +483,7 @@ class Reconciler:
         if updated is not None:
             # Counted once written: a pass that fails later has still made this change.
             self.metrics.request_seen(key, request.facts, status, tally)
+            await self.history.add(tally.waits)
         if status.phase != request.status.phase:
             log.info(
                 "%s: %s -> %s: %s",

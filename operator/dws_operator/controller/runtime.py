@@ -4,6 +4,7 @@ operation scheduler and reconciler, and the background tasks that drive them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import functools
 import logging
@@ -20,7 +21,8 @@ from dws_operator.api import PLURAL, TERMINAL_PHASES
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.cache import Key, KubeCache, key_of
 from dws_operator.controller.config import OperatorConfig, OperatorTime
-from dws_operator.controller.fence import FENCE
+from dws_operator.controller.fence import FENCE, LeaseLost
+from dws_operator.controller.history import CapacityHistory
 from dws_operator.controller.kube import LOCAL_QUEUES, ApiError, Connection, KubeApi
 from dws_operator.controller.login import LoginError
 from dws_operator.controller.metrics import OperatorMetrics
@@ -368,6 +370,10 @@ class Controller:
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+        # The waits not written yet, while the connection is still there (a replica that
+        # lost its Lease is refused by the fence, and loses them: an estimate's loss).
+        with contextlib.suppress(LeaseLost):
+            await self.reconciler.history.flush()
         await self.api.close()
         await self.gke_api.transport.close()
         if self.compute is not None:
@@ -478,6 +484,13 @@ def build_controller(
         metrics,
         pool_defaults=config.pool_defaults,
         bookings=bookings,
+        history=(
+            CapacityHistory(
+                kube, config.operator_namespace, config.capacity_history, time.monotonic
+            )
+            if config.capacity_history
+            else None
+        ),
     )
     controller = Controller(
         api,

@@ -38,6 +38,7 @@ from dws_operator.reconcile.decision import (
     Event,
     ReconcileConfig,
 )
+from dws_operator.reconcile.estimates import estimate_key
 from dws_operator.reconcile.facts import RequestFacts, StepWords, read_spec, step_provisioning
 from dws_operator.reconcile.observed import (
     AdviceView,
@@ -109,6 +110,7 @@ __all__ = [
     "advice_query",
     "attempt_number",
     "decide",
+    "estimate_key",
     "plan_booking",
     "planned",
     "pool_name_for",

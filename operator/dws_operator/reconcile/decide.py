@@ -30,6 +30,7 @@ from dws_operator.reconcile.decision import (
     ReconcileConfig,
     timed_out,
 )
+from dws_operator.reconcile.estimates import show_estimate
 from dws_operator.reconcile.ladder import begin_attempt, next_step, wait_ran_out
 from dws_operator.reconcile.observed import Observed
 from dws_operator.reconcile.pools import ensure_pools, gke_too_old, zones_outside
@@ -42,9 +43,11 @@ from dws_operator.workload import queue_for, uses_provisioning_request
 def decide(observed: Observed, config: ReconcileConfig) -> Decision:
     """The pass's decision, its status summed up in the conditions GitOps tools read."""
     decision = _decide(observed, config)
+    show_estimate(decision.status, observed.estimate)
     cond.summarize(decision.status, observed.now, observed.request.generation)
     request = observed.request
-    decision.tally = tally(request.status, decision.status, request.created, observed.now)
+    first = request.facts.steps[0] if request.facts.ladder_steps == 1 else None
+    decision.tally = tally(request.status, decision.status, request.created, observed.now, first)
     return decision
 
 

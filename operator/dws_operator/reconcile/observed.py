@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from dws_operator.api import TrainingRequestStatus
 from dws_operator.catalog import GkeVersion
+from dws_operator.estimate import Estimate
 from dws_operator.reconcile.facts import RequestFacts
 from dws_operator.zones import ClusterSite
 
@@ -190,6 +191,9 @@ class Observed:
     #: Compute's calendar-mode advice, asked this pass for a block to start between the
     #: spec's earliest and latest (`reconcile.booking.advice_query`); None when not asked.
     advice: AdviceView | None = None
+    #: The history's estimate for the kind of capacity the request waits for
+    #: (`reconcile.estimates.estimate_key`); None when not asked.
+    estimate: Estimate | None = None
 
     @property
     def all_pools(self) -> tuple[PoolView | None, ...]:

@@ -7,8 +7,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from dws_operator.api import BookingState, Phase, TrainingRequestStatus
+from dws_operator.api import (
+    TERMINAL_PHASES,
+    AttemptOutcome,
+    BookingState,
+    Phase,
+    PlanSummary,
+    TrainingRequestStatus,
+)
+from dws_operator.catalog import ProvisioningMode
+from dws_operator.estimate import Wait, capacity_key
 from dws_operator.reconcile import conditions as cond
+from dws_operator.reconcile.facts import StepWords
 
 #: GKE's cluster autoscaler removes an unneeded node after 10 minutes by default: what a
 #: pool left to the autoscaler would have kept, per node, after the work ended.
@@ -42,6 +52,9 @@ class Tally:
     approval_seconds: float | None = None
     #: Node-hours a finished request used of its calendar block's, when it ended now.
     block_utilisation: float | None = None
+    #: Asks for capacity that ended now, with or without it, by kind of capacity
+    #: (`estimate.capacity_key`): the estimates' history.
+    waits: tuple[tuple[str, Wait], ...] = ()
 
 
 def tally(
@@ -49,8 +62,10 @@ def tally(
     after: TrainingRequestStatus,
     created: datetime | None,
     now: datetime,
+    first_step: StepWords | None = None,
 ) -> Tally:
-    """What changed from `before` to `after` (`created`: the request's creation time)."""
+    """What changed from `before` to `after` (`created`: the request's creation time;
+    `first_step`: the provisioning of a request without a ladder)."""
     plan = after.plan
     slices = plan.slices if plan else 1
     nodes = plan.nodes * slices if plan else 0
@@ -120,7 +135,74 @@ def tally(
         attempts_ended=attempts,
         approval_seconds=approval,
         block_utilisation=utilisation,
+        waits=_waits(before, after, now, first_step),
     )
+
+
+#: Attempt outcomes that end an ask without capacity (Preempted ends one that had it).
+_WITHOUT_CAPACITY = frozenset(
+    {
+        AttemptOutcome.TIMED_OUT,
+        AttemptOutcome.STOCKOUT,
+        AttemptOutcome.QUOTA_EXCEEDED,
+        AttemptOutcome.FAILED,
+        AttemptOutcome.CANCELLED,
+    }
+)
+
+
+def _waits(
+    before: TrainingRequestStatus,
+    after: TrainingRequestStatus,
+    now: datetime,
+    first_step: StepWords | None,
+) -> tuple[tuple[str, Wait], ...]:
+    """The asks for capacity that ended from `before` to `after`: a ladder's attempts
+    that ended now (from the step's ask, or its last restart's, to its end), else the
+    request's own ask (to its work starting, or to its failure or deletion before). A
+    calendar block's wait is its booking's, not capacity's: not counted."""
+    plan = after.plan
+    if plan is None:
+        return ()
+    if after.attempts:
+        ended = {(a.step, a.ended_at) for a in before.attempts or () if a.ended_at is not None}
+        found: list[tuple[str, Wait]] = []
+        for attempt in after.attempts:
+            end, outcome = attempt.ended_at, attempt.outcome
+            if end is None or outcome is None or (attempt.step, end) in ended:
+                continue
+            if outcome != AttemptOutcome.PROVISIONED and outcome not in _WITHOUT_CAPACITY:
+                continue
+            if attempt.mode == ProvisioningMode.CALENDAR:
+                continue
+            since = attempt.started_at
+            asked = after.requested_at
+            if attempt.restarts and asked is not None and since < asked <= end:
+                since = asked
+            key = capacity_key_of(plan, attempt.mode, tuple(attempt.zones or ()))
+            censored = outcome != AttemptOutcome.PROVISIONED
+            found.append((key, Wait((end - since).total_seconds(), censored, end)))
+        return tuple(found)
+    if first_step is None or first_step.mode == ProvisioningMode.CALENDAR:
+        return ()
+    asked = after.requested_at or before.requested_at
+    if asked is None:
+        return ()
+    key = capacity_key_of(plan, first_step.mode, first_step.zones)
+    if before.started_at is None and after.started_at is not None:
+        return ((key, Wait((after.started_at - asked).total_seconds(), False, now)),)
+    gave_up = after.phase in (Phase.FAILED, Phase.DELETING)
+    if before.started_at is None and before.phase not in TERMINAL_PHASES and gave_up:
+        if before.phase == Phase.DELETING or after.started_at is not None:
+            return ()
+        return ((key, Wait(max((now - asked).total_seconds(), 0.0), True, now)),)
+    return ()
+
+
+def capacity_key_of(plan: PlanSummary, mode: str, zones: tuple[str, ...]) -> str:
+    """The kind of capacity a step of `mode` in `zones` asks for, for the slice `plan`."""
+    zone = zones[0] if len(zones) == 1 else ("any" if not zones else "several")
+    return capacity_key(plan.accelerator, plan.shape, plan.slices, mode, zone)
 
 
 def _utilisation(status: TrainingRequestStatus, nodes: int) -> float | None:

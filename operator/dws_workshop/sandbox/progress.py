@@ -38,6 +38,9 @@ class Snapshot:
     steps: tuple[StepView, ...] = ()
     #: A Calendar-mode booking's state (`status.booking.state`), if the request books one.
     booking: str | None = None
+    #: What the booking holds, in words, once it was seen approved (`approvedAt`): a
+    #: look that missed the Approved state (the sandbox's calendar runs fast) still says it.
+    booked: str | None = None
 
 
 @dataclass
@@ -51,6 +54,7 @@ class ProgressLog:
     _waiting_since: float | None = None
     _steps_started: set[int] = field(default_factory=set)
     _steps_ended: set[int] = field(default_factory=set)
+    _approval_told: bool = False
 
     def update(self, now: Snapshot) -> list[str]:
         last, lines = self._last, []
@@ -72,7 +76,11 @@ class ProgressLog:
             if now.phase in TERMINAL_PHASES:
                 self.finished_at = now.at
         if now.booking is not None and now.booking != (last.booking if last else None):
+            if now.booked and now.booking != "Approved" and not self._approval_told:
+                # Approved and on to the next state between two looks.
+                lines.append(f"{stamp} booking {'Approved':<11} {now.booked}")
             lines.append(f"{stamp} booking {now.booking:<11} {now.message}".rstrip())
+            self._approval_told = self._approval_told or now.booked is not None
         if last is not None and now.restarts != last.restarts:
             lines.append(f"{stamp} restart {now.restarts}: a node was lost, new attempt")
         before = last.nodes if last else 0

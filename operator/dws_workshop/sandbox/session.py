@@ -236,6 +236,7 @@ class Sandbox:
                 max_wait_seconds=_seconds(_step_wait(body["spec"]["provisioning"], status)),
                 restarts=status.get("restarts", 0),
                 booking=(status.get("booking") or {}).get("state"),
+                booked=_booked(status.get("booking") or {}),
                 steps=tuple(
                     StepView(
                         step=a["step"],
@@ -335,4 +336,14 @@ def total(metrics: OperatorMetrics, sample: str) -> float:
     """The sum of a sample over all its label sets."""
     return sum(
         s.value for family in metrics.registry.collect() for s in family.samples if s.name == sample
+    )
+
+
+def _booked(booking: dict[str, Any]) -> str | None:
+    """A booking seen approved, in words; None before (or without one)."""
+    if not booking.get("approvedAt"):
+        return None
+    return (
+        f"Booked {booking.get('count')} {booking.get('unit')} of {booking.get('machineType')} "
+        f"in {booking.get('zone')} from {booking.get('startTime')} to {booking.get('endTime')}"
     )
