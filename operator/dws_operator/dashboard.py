@@ -194,6 +194,29 @@ PANELS: tuple[Panel, ...] = (
         ),
     ),
     Panel(
+        "Time-to-capacity estimates",
+        "Each wait that got its capacity over the p50 its request was shown "
+        "(status.estimate): the median near 1 means the estimates hold; p10 and p90 how far "
+        "they miss.",
+        (
+            Query(
+                "histogram_quantile(0.5, sum by (le) "
+                "(rate(dws_estimate_accuracy_ratio_bucket[$__rate_interval])))",
+                "median actual / estimated",
+            ),
+            Query(
+                "histogram_quantile(0.1, sum by (le) "
+                "(rate(dws_estimate_accuracy_ratio_bucket[$__rate_interval])))",
+                "p10",
+            ),
+            Query(
+                "histogram_quantile(0.9, sum by (le) "
+                "(rate(dws_estimate_accuracy_ratio_bucket[$__rate_interval])))",
+                "p90",
+            ),
+        ),
+    ),
+    Panel(
         "Orphaned node pools",
         "Pools the operator made whose request is gone (deleted once Node-free for "
         "DWS_ORPHAN_GRACE_SECONDS); anything above 0 is a fault's leftover.",

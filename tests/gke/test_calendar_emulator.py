@@ -185,6 +185,22 @@ def test_a_declined_block_is_never_delivered_and_may_be_deleted(calendar: Calend
     assert calendar.emulator.compute.bookings() == []
 
 
+def test_a_partly_delivered_block_has_fewer_vms_and_says_so(calendar: Calendar) -> None:
+    calendar.emulator.compute.set_calendar_review(
+        CalendarReview(review_seconds=60, outcome="partial", partial_count=1)
+    )
+    start = calendar.now() + timedelta(hours=1)
+    calendar.insert(gpu_block(start, count=3))
+    calendar.move(60)
+    assert calendar.status("block") == "PROCURING"
+    calendar.move(3600)
+    found = calendar.get("block").status
+    assert found.procurement_status == "FAILED_PARTIALLY_FULFILLED"
+    assert found.fulfilled_count == 1
+    [reservation] = found.auto_created_reservations
+    assert reservation.endswith("/reservations/block-rsv")
+
+
 def test_the_same_request_id_books_once(calendar: Calendar) -> None:
     start = calendar.now() + timedelta(hours=2)
     request_id = str(uuid.uuid4())

@@ -561,3 +561,22 @@ def test_the_advice_is_asked_only_while_no_window_stands() -> None:
         16,
         "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E",
     )
+
+
+def test_a_block_delivered_in_part_is_no_block_for_the_slice() -> None:
+    # Compute delivered fewer VMs than asked: the slice cannot run on them; the next
+    # ladder step takes over, else the request fails, saying so.
+    submitted = run(observed(APPROVED)).status
+    partial = run(seen(after(submitted, APPROVED, now=START), "FAILED_PARTIALLY_FULFILLED", POOL))
+    assert partial.status.phase == Phase.FAILED
+    assert "FAILED_PARTIALLY_FULFILLED" in (partial.status.message or "")
+    assert only(partial.actions, CreateNodePool) == []
+    ladder = with_(APPROVED, provisioning={"fallback": [{"mode": "FlexStart"}]})
+    moved = run(
+        seen(
+            observed(ladder, run(observed(ladder)).status, now=START),
+            "FAILED_PARTIALLY_FULFILLED",
+            POOL,
+        )
+    )
+    assert moved.status.step == 2

@@ -129,3 +129,20 @@ def test_the_words_say_what_is_unknown() -> None:
     assert describe(Estimate("k", 5, 4, 60.0, None)) == (
         "p50 1m, p90 unknown from 5 earlier asks for k; 4 ended without capacity"
     )
+
+
+def test_capacity_that_comes_says_how_good_the_estimate_was() -> None:
+    plan = plan_of(FLEX)
+    waiting = status_at(Phase.WAITING_FOR_CAPACITY, FLEX, requested=T0)
+    obs = observed(FLEX, waiting, pool=pool_for(FLEX), job=job_view(ready=0), service=True)
+    shown = run(with_estimate(obs, KNOWN)).status
+    later = T0 + timedelta(minutes=20)
+    came = observed(
+        FLEX, shown, pool=pool_for(FLEX), job=job_view(ready=plan.nodes), service=True, now=later
+    )
+    assert run(came).tally.estimate_ratio == 1200.0 / 1800.0
+    # Without an estimate shown (or one of no data), nothing to compare.
+    assert (
+        run(dataclasses.replace(came, request=observed(FLEX, waiting).request)).tally.estimate_ratio
+        is None
+    )

@@ -20,9 +20,16 @@ from dws_operator.catalog import GpuDriver, GpuType, ProvisioningMode, TpuVersio
 from dws_operator.cli.objects import register_flags, run_objects
 from dws_operator.durations import format_duration
 from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
+from dws_operator.estimate import History
 from dws_operator.naming import step_pool_base, workload_policy_name
 from dws_operator.planning import SlicePlan, plan_slice
-from dws_operator.reconcile import plan_booking, query_for, read_spec
+from dws_operator.reconcile import (
+    capacity_key_of,
+    describe_estimate,
+    plan_booking,
+    query_for,
+    read_spec,
+)
 
 #: Which flag sets which field, so errors can name what the user typed.
 FLAGS = {
@@ -103,6 +110,13 @@ def register(commands: Any) -> None:
     parser.add_argument("--node-pool", help="node pool name (adds its node selector)")
     parser.add_argument(
         "-o", "--output", choices=("table", "json", "yaml"), default="table", help="output format"
+    )
+    parser.add_argument(
+        "--estimate",
+        metavar="NAMESPACE/NAME",
+        help="how long each ladder step's capacity took earlier requests, from the operator's "
+        "capacity history ConfigMap in the cluster of the current kubeconfig context (e.g. "
+        "dws-system/dws-operator-capacity-history)",
     )
     register_flags(parser)
     parser.set_defaults(run=run)
@@ -272,6 +286,9 @@ def run(args: argparse.Namespace) -> int:
         windows = render_advice(spec, plan, args.project) if args.project else None
         if windows is not None:
             print(windows)
+        if args.estimate:
+            print()
+            print(render_estimates(spec, ladder, read_history(args.estimate)))
         for index, step in enumerate(ladder[1:], start=1):
             print()
             print(render_step(index, len(ladder), step))
@@ -345,6 +362,40 @@ def render_advice(spec: TrainingRequestSpec, plan: SlicePlan, project: str) -> s
         f"Advice      {start} to {end} in {query.zone} "
         f"(Compute's recommendation {advice.window.recommendation_id}, asked of {project})"
     )
+
+
+def read_history(where: str) -> History:
+    """The capacity history ConfigMap `namespace/name`, through the current kubeconfig
+    context (the Kubernetes client loads only here)."""
+    from kubernetes import client, config  # noqa: PLC0415
+
+    namespace, _, name = where.partition("/")
+    if not namespace or not name:
+        raise SpecError("--estimate", f"{where!r}: expected NAMESPACE/NAME")
+    config.load_kube_config()  # type: ignore[no-untyped-call]
+    try:
+        found = client.CoreV1Api().read_namespaced_config_map(name, namespace)
+    except client.ApiException as error:
+        if error.status == 404:
+            return History()
+        raise
+    return History.from_data(found.data)
+
+
+def render_estimates(spec: TrainingRequestSpec, ladder: list[SlicePlan], history: History) -> str:
+    """Each ladder step's estimate from `history`, for people."""
+    lines = []
+    for index, plan in enumerate(ladder):
+        step = spec.at_step(index).provisioning if index else spec.provisioning
+        label = "Estimate" if index == 0 else ""
+        if step.mode == ProvisioningMode.CALENDAR:
+            text = "a calendar block starts when it was booked to"
+        else:
+            key = capacity_key_of(plan.summary(), str(step.mode), tuple(step.zones or ()))
+            text = describe_estimate(history.estimate(key))
+        prefix = f"step {index + 1}: " if len(ladder) > 1 else ""
+        lines.append(f"{label:<12}{prefix}{text}")
+    return "\n".join(lines)
 
 
 def render_step(index: int, steps: int, plan: SlicePlan) -> str:

@@ -137,6 +137,13 @@ class OperatorMetrics:
             buckets=(0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 1.0),
             registry=r,
         )
+        self.estimate_accuracy = Histogram(
+            "dws_estimate_accuracy_ratio",
+            "A wait for capacity, once the capacity came, over the p50 its request was shown "
+            "while it waited (status.estimate): 1 is spot on.",
+            buckets=(0.25, 0.5, 0.8, 1.0, 1.25, 2.0, 4.0),
+            registry=r,
+        )
         self.transitions = Counter(
             "dws_request_phase_transitions",
             "Phase changes of TrainingRequests.",
@@ -273,6 +280,8 @@ class OperatorMetrics:
             self.booking_approval.observe(counted.approval_seconds)
         if counted.block_utilisation is not None:
             self.block_utilisation.observe(counted.block_utilisation)
+        if counted.estimate_ratio is not None:
+            self.estimate_accuracy.observe(counted.estimate_ratio)
         if counted.transition is not None:
             self.transitions.labels(*counted.transition).inc()
         kind = (labels.accelerator, labels.mode)

@@ -38,6 +38,7 @@ from dws_operator.reconcile.decision import (
     Event,
     ReconcileConfig,
 )
+from dws_operator.reconcile.estimates import describe as describe_estimate
 from dws_operator.reconcile.estimates import estimate_key
 from dws_operator.reconcile.facts import RequestFacts, StepWords, read_spec, step_provisioning
 from dws_operator.reconcile.observed import (
@@ -62,7 +63,7 @@ from dws_operator.reconcile.step import (
     pool_names_for,
     step_pool_names,
 )
-from dws_operator.reconcile.tally import Tally, tally
+from dws_operator.reconcile.tally import Tally, capacity_key_of, tally
 
 __all__ = [
     "AT_ONCE",
@@ -109,7 +110,9 @@ __all__ = [
     "abandoned_pool_names",
     "advice_query",
     "attempt_number",
+    "capacity_key_of",
     "decide",
+    "describe_estimate",
     "estimate_key",
     "plan_booking",
     "planned",

@@ -55,6 +55,9 @@ class Tally:
     #: Asks for capacity that ended now, with or without it, by kind of capacity
     #: (`estimate.capacity_key`): the estimates' history.
     waits: tuple[tuple[str, Wait], ...] = ()
+    #: A wait that got its capacity now over the p50 the request was shown while it
+    #: waited (`status.estimate`): how good the estimates are (1 is spot on).
+    estimate_ratio: float | None = None
 
 
 def tally(
@@ -124,6 +127,7 @@ def tally(
     utilisation = None
     if booking is not None and before.finished_at is None and after.finished_at is not None:
         utilisation = _utilisation(after, nodes)
+    waits = _waits(before, after, now, first_step)
     return Tally(
         transition=(str(before.phase), str(after.phase)) if before.phase != after.phase else None,
         waited_seconds=waited,
@@ -135,8 +139,21 @@ def tally(
         attempts_ended=attempts,
         approval_seconds=approval,
         block_utilisation=utilisation,
-        waits=_waits(before, after, now, first_step),
+        waits=waits,
+        estimate_ratio=_estimate_ratio(after, waits),
     )
+
+
+def _estimate_ratio(
+    after: TrainingRequestStatus, waits: tuple[tuple[str, Wait], ...]
+) -> float | None:
+    shown = after.estimate
+    if shown is None or not shown.p50_seconds:
+        return None
+    for key, wait in waits:
+        if key == shown.key and not wait.censored:
+            return wait.seconds / shown.p50_seconds
+    return None
 
 
 #: Attempt outcomes that end an ask without capacity (Preempted ends one that had it).

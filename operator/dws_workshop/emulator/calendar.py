@@ -6,7 +6,8 @@ Google's review, which takes `CalendarReview.review_seconds` and ends APPROVED o
 DECLINED as the review says. An approved request is locked at once (PROCURING: no
 more changes, no cancelling). At its start time Compute creates the reservation
 (`reservationName`, or the prefix and the date) and the request is FULFILLED, its
-`autoCreatedReservations` naming it; at its end time the reservation is deleted, and
+`autoCreatedReservations` naming it (or, when the review says `partial`, with fewer VMs or
+chips than asked, FAILED_PARTIALLY_FULFILLED); at its end time the reservation is deleted, and
 with it the VMs that consumed it (the simulator's part). A draft stays DRAFTING.
 
 Sources: the `FutureReservationStatus.ProcurementStatus` values and their meanings in
@@ -58,6 +59,8 @@ class Booking:
     #: When Google's review answers, and how: fixed when the request is submitted.
     review_due: datetime
     approve: bool
+    #: What is delivered at the start when not all of it (the review's `partial`).
+    partial: int | None = None
 
     @property
     def key(self) -> ZonalKey:
@@ -140,7 +143,8 @@ class CalendarState:
             reservation,
             window,
             review_due=now + timedelta(seconds=review.review_seconds),
-            approve=review.outcome == "approve",
+            approve=review.outcome != "decline",
+            partial=review.partial_count if review.outcome == "partial" else None,
         )
         self.pending[record.key] = record
         return record
@@ -214,17 +218,17 @@ class CalendarState:
                     record.reservation.status.lock_time = rfc3339.milliseconds(now)
                     record.set_procurement("PROCURING")
             if record.procurement == "PROCURING" and now >= record.window.start:
+                asked = reserved_count(record.reservation)
+                count = asked if record.partial is None else min(record.partial, asked - 1)
                 delivered = Delivered(
-                    record.project,
-                    record.zone,
-                    record.delivered_name,
-                    record.window,
-                    reserved_count(record.reservation),
+                    record.project, record.zone, record.delivered_name, record.window, count
                 )
                 path = reservation_path(record.project, record.zone, delivered.name)
                 record.reservation.status.auto_created_reservations = [f"{COMPUTE_ROOT}/{path}"]
                 record.reservation.status.fulfilled_count = delivered.count
-                record.set_procurement("FULFILLED")
+                record.set_procurement(
+                    "FULFILLED" if count == asked else "FAILED_PARTIALLY_FULFILLED"
+                )
                 self.delivered[(record.project, record.zone, delivered.name)] = delivered
         for key, delivered in list(self.delivered.items()):
             if now >= delivered.window.end:

@@ -222,7 +222,10 @@ class CalendarReview(EmulatorModel):
 
     #: Simulated seconds from the submit to the answer.
     review_seconds: Seconds = 600.0
-    outcome: Literal["approve", "decline"] = "approve"
+    #: approve; decline; or approve and, at the start, deliver only `partial_count`
+    #: (VMs or chips: FAILED_PARTIALLY_FULFILLED).
+    outcome: Literal["approve", "decline", "partial"] = "approve"
+    partial_count: Annotated[int, Field(ge=0)] = 1
     #: What Google can deliver in calendar mode at any one time, by zone and then by
     #: machine type (GPU VMs) or TPU VM family (chips); the advice offers windows where
     #: the blocks booked leave room. A zone or resource not listed: no limit.

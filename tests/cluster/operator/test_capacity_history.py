@@ -8,12 +8,14 @@ import asyncio
 import dataclasses
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from kubernetes import client as k8s
 
+from dws_operator.cli import main
 from dws_operator.controller import OperatorConfig, OperatorThread
 from dws_operator.controller.history import FLUSH_SECONDS, CapacityHistory
 from dws_operator.controller.kube import KubeApi, connect
-from dws_operator.estimate import Wait
+from dws_operator.estimate import History, Wait
 from dws_workshop.devcluster import DevCluster
 from tests.builders import gpu
 from tests.cluster.operator.harness import Scenario
@@ -96,3 +98,28 @@ def test_the_next_operator_estimates_from_the_waits_the_last_one_saw(
         )
     assert shown["censored"] == 1
     assert shown["message"].startswith("p50 unknown, p90 unknown from 1 earlier asks")
+
+
+def test_plan_reads_the_estimate_from_the_cluster(
+    devcluster: DevCluster,
+    api: k8s.ApiClient,
+    namespace: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    history = History()
+    for minutes in (10, 20, 30, 40):
+        history.add(KEY, Wait(minutes * 60.0, False, T0))
+    history.add("nvidia-l4.8_GPUs.x1.Spot.any", Wait(60.0, True, T0))
+    k8s.CoreV1Api(api).create_namespaced_config_map(
+        namespace, {"metadata": {"name": "waits"}, "data": history.to_data()}
+    )
+    monkeypatch.setenv("KUBECONFIG", str(devcluster.kubeconfig))
+    argv = ["plan", "--gpu", "nvidia-l4", "--fallback", "Spot", "--estimate"]
+    assert main([*argv, f"{namespace}/waits"]) == 0
+    out = capsys.readouterr().out
+    assert f"Estimate    step 1: p50 20m, p90 40m from 4 earlier asks for {KEY}" in out
+    assert "step 2: p50 unknown, p90 unknown from 1 earlier asks" in out
+    # A history not made yet: no data.
+    assert main([*argv, f"{namespace}/none-yet"]) == 0
+    assert f"step 1: no data yet for {KEY}" in capsys.readouterr().out
