@@ -107,11 +107,12 @@ PANELS: tuple[Panel, ...] = (
         ),
     ),
     Panel(
-        "Restarts, capacity timeouts, ladder steps given up",
-        "Restarts after preemption, requests that never got capacity, and capacity "
-        "ladder steps that ended without it.",
+        "Restarts, recoveries, capacity timeouts, ladder steps given up",
+        "Restarts after preemption, queued requests asked for again after they stuck, "
+        "requests that never got capacity, and capacity ladder steps that ended without it.",
         (
             Query("sum(increase(dws_restarts_total[$__range]))", "restarts"),
+            Query("sum(increase(dws_stuck_recoveries_total[$__range]))", "stuck, asked again"),
             Query("sum(increase(dws_capacity_timeouts_total[$__range]))", "capacity timeouts"),
             Query(
                 'sum(increase(dws_ladder_steps_total{outcome!="Provisioned"}[$__range]))',

@@ -60,6 +60,11 @@ or in each one served.
 - apiGroups: ["kueue.x-k8s.io"]
   resources: ["localqueues"]
   verbs: ["get", "list", "watch"]
+# The ProvisioningRequest Kueue made for a queued request, listed once the request has
+# waited long enough that it may have stuck (never written: recovery goes through Kueue).
+- apiGroups: ["autoscaling.x-k8s.io"]
+  resources: ["provisioningrequests"]
+  verbs: ["list"]
 # An Event on every phase change (created, never patched).
 - apiGroups: [""]
   resources: ["events"]

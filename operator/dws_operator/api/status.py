@@ -112,6 +112,9 @@ class Attempt(ApiModel):
         None, description="Provisioned, TimedOut, Stockout, QuotaExceeded, Preempted..."
     )
     restarts: int = Field(0, ge=0, description="Restarts after preemption on this step.")
+    recoveries: int = Field(
+        0, ge=0, description="Requests for capacity made again on this step after they stuck."
+    )
     message: str | None = Field(None, max_length=4096, description="Why the step ended.")
 
 
@@ -223,6 +226,13 @@ class TrainingRequestStatus(ApiModel):
     finished_at: datetime | None = Field(None, description="When the workload ended.")
     scaled_down_at: datetime | None = Field(None, description="When the pool went back to zero.")
     restarts: int = Field(0, ge=0, description="Restarts after preemption or node loss so far.")
+    recoveries: int = Field(
+        0,
+        ge=0,
+        description="Requests for capacity made again because the last one stuck (a "
+        "ProvisioningRequest Accepted and not provisioned for too long): a new workload "
+        "attempt each, not counted as restarts.",
+    )
     step: int | None = Field(
         None,
         ge=1,

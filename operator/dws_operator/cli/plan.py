@@ -372,7 +372,8 @@ def read_history(where: str) -> History:
     namespace, _, name = where.partition("/")
     if not namespace or not name:
         raise SpecError("--estimate", f"{where!r}: expected NAMESPACE/NAME")
-    config.load_kube_config()  # type: ignore[no-untyped-call]
+    # KUBECONFIG as it is now (the client reads it once, when first imported).
+    config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))  # type: ignore[no-untyped-call]
     try:
         found = client.CoreV1Api().read_namespaced_config_map(name, namespace)
     except client.ApiException as error:

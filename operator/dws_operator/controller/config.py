@@ -22,7 +22,7 @@ from dws_operator.controller.leader import (
     default_namespace,
 )
 from dws_operator.gke.pool_defaults import PoolDefaults, PoolDefaultsError, parse_pool_defaults
-from dws_operator.reconcile import RUNNING_POLL_SECONDS
+from dws_operator.reconcile import MAX_RECOVERIES, RUNNING_POLL_SECONDS, STUCK_AFTER_SECONDS
 
 _PROJECT_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
 _LOCATION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+(-[a-z])?$")
@@ -137,6 +137,11 @@ class OperatorConfig:
     #: How long a pool the operator made whose request is gone (an orphan, counted by
     #: `dws_orphaned_node_pools`) has had no Node before it is deleted.
     orphan_grace_seconds: float = ORPHAN_GRACE_SECONDS
+    #: A queued request's ProvisioningRequest Accepted this long and not provisioned is
+    #: made again (DWS_STUCK_AFTER_SECONDS; 0: never); at most `max_recoveries` times a
+    #: ladder step (DWS_MAX_RECOVERIES).
+    stuck_after_seconds: float = STUCK_AFTER_SECONDS
+    max_recoveries: int = MAX_RECOVERIES
     #: Calendar-mode bookings are submitted without spec.approveBooking (DWS_BOOK_WITHOUT_APPROVAL).
     book_without_approval: bool = False
     #: The ConfigMap (in the operator's namespace) the history of waits for capacity is
@@ -266,7 +271,25 @@ class OperatorConfig:
             orphan_grace_seconds=_orphan_grace(get),
             book_without_approval=_book_without_approval(get),
             capacity_history=_capacity_history(get),
+            stuck_after_seconds=_stuck_after(get),
+            max_recoveries=_max_recoveries(get),
         )
+
+
+def _stuck_after(get: Callable[[str, str], str | None]) -> float:
+    text = get("stuck_after_seconds", "DWS_STUCK_AFTER_SECONDS")
+    if text is None:
+        return STUCK_AFTER_SECONDS
+    if text.strip() in ("0", "0.0"):
+        return 0.0
+    return _seconds(text, "DWS_STUCK_AFTER_SECONDS", 60.0, 7 * 24 * 3600.0)
+
+
+def _max_recoveries(get: Callable[[str, str], str | None]) -> int:
+    text = (get("max_recoveries", "DWS_MAX_RECOVERIES") or str(MAX_RECOVERIES)).strip()
+    if not text.isdigit() or int(text) > 10:
+        raise ConfigError(f"DWS_MAX_RECOVERIES={text!r} is not valid; expected 0 to 10")
+    return int(text)
 
 
 def _capacity_history(get: Callable[[str, str], str | None]) -> str | None:

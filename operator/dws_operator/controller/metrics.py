@@ -137,6 +137,12 @@ class OperatorMetrics:
             buckets=(0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 1.0),
             registry=r,
         )
+        self.recoveries = Counter(
+            "dws_stuck_recoveries",
+            "Requests for capacity made again because the last one stuck (a "
+            "ProvisioningRequest Accepted and not provisioned for DWS_STUCK_AFTER_SECONDS).",
+            registry=r,
+        )
         self.estimate_accuracy = Histogram(
             "dws_estimate_accuracy_ratio",
             "A wait for capacity, once the capacity came, over the p50 its request was shown "
@@ -289,6 +295,8 @@ class OperatorMetrics:
             self.time_to_capacity.labels(*kind, labels.zone).observe(counted.waited_seconds)
         if counted.restarts:
             self.restarts.labels(*kind).inc(counted.restarts)
+        if counted.recoveries:
+            self.recoveries.inc(counted.recoveries)
         if counted.chip_seconds:
             self.chip_hours.labels(*kind).inc(counted.chip_seconds / 3600.0)
         if counted.capacity_timeout:

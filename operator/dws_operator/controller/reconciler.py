@@ -20,7 +20,7 @@ from dws_operator.controller.bookings import BookingConnector, Bookings
 from dws_operator.controller.cache import Key
 from dws_operator.controller.events import EventPoster
 from dws_operator.controller.history import CapacityHistory
-from dws_operator.controller.kube import Conflict, Invalid, WorkloadRejected
+from dws_operator.controller.kube import Conflict, Invalid, NotFound, WorkloadRejected
 from dws_operator.controller.lazy import OnFirstUse
 from dws_operator.controller.logs import about
 from dws_operator.controller.metrics import OperatorMetrics
@@ -32,6 +32,7 @@ from dws_operator.controller.operations import (
     Priority,
     Step,
 )
+from dws_operator.controller.provreqs import PROVREQ_GROUP, provisioning_request_view
 from dws_operator.errors import InvalidSpec
 from dws_operator.gke import (
     GkeError,
@@ -61,6 +62,7 @@ from dws_operator.reconcile import (
     DeleteNodePool,
     DeleteService,
     Observed,
+    ProvisioningRequestView,
     ReconcileConfig,
     RequestView,
     ScaleNodePoolToZero,
@@ -73,6 +75,7 @@ from dws_operator.reconcile import (
     planned,
     pool_name_for,
     pool_names_for,
+    provisioning_request_wanted,
 )
 from dws_operator.zones import region_of
 
@@ -305,6 +308,10 @@ class Reconciler:
         advice = await self.bookings.advise(key, request, observed.now)
         waits_for = estimate_key(request)
         estimate = await self.history.estimate(waits_for) if waits_for else None
+        workload = provisioning_request_wanted(request, observed.now, self.config)
+        queued = (
+            await self._provisioning_request(request, workload) if workload is not None else None
+        )
         return dataclasses.replace(
             observed,
             offer=offer,
@@ -313,7 +320,31 @@ class Reconciler:
             booking=booking,
             advice=advice,
             estimate=estimate,
+            provisioning_request=queued,
         )
+
+    async def _provisioning_request(
+        self, request: RequestView, workload: str
+    ) -> ProvisioningRequestView | None:
+        """The newest ProvisioningRequest Kueue made for the workload `workload` (a Job or
+        JobSet of the request): Kueue names it `<kind>-<workload>-<hash>-<check>-<try>`
+        after its Workload. None when there is none (or ProvisioningRequests are not
+        served: nothing to recover)."""
+        path = f"/apis/{PROVREQ_GROUP}/v1/namespaces/{request.namespace}/provisioningrequests"
+        try:
+            listed = await self.kube.call("GET", path)
+        except NotFound:
+            return None
+        prefix = f"{request.facts.workload_kind.lower()}-{workload}-"
+        ours = [
+            item
+            for item in (listed or {}).get("items") or []
+            if str((item.get("metadata") or {}).get("name", "")).startswith(prefix)
+        ]
+        if not ours:
+            return None
+        newest = max(ours, key=lambda item: str(item["metadata"].get("creationTimestamp", "")))
+        return provisioning_request_view(newest)
 
     async def _ask_gke_for_unseen_pools(self, request: RequestView) -> None:
         """A deleted request is let go only on GKE's own word about each pool it may have

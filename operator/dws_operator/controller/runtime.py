@@ -479,6 +479,8 @@ def build_controller(
             location=config.location,
             running_poll_seconds=config.running_poll_seconds,
             book_without_approval=config.book_without_approval,
+            stuck_after_seconds=config.stuck_after_seconds,
+            max_recoveries=config.max_recoveries,
         ),
         policies,
         metrics,

@@ -33,7 +33,9 @@ from dws_operator.reconcile.decision import (
     CANCEL_REFUSED,
     DRAIN_SECONDS,
     HELD_BACK_SECONDS,
+    MAX_RECOVERIES,
     RUNNING_POLL_SECONDS,
+    STUCK_AFTER_SECONDS,
     Decision,
     Event,
     ReconcileConfig,
@@ -50,6 +52,7 @@ from dws_operator.reconcile.observed import (
     OperationView,
     PoolState,
     PoolView,
+    ProvisioningRequestView,
     RequestView,
 )
 from dws_operator.reconcile.preview import PreviewStep, Refused, preview
@@ -63,6 +66,7 @@ from dws_operator.reconcile.step import (
     pool_names_for,
     step_pool_names,
 )
+from dws_operator.reconcile.stuck import RECOVERED, provisioning_request_wanted
 from dws_operator.reconcile.tally import Tally, capacity_key_of, tally
 
 __all__ = [
@@ -72,8 +76,11 @@ __all__ = [
     "CANCEL_REFUSED",
     "DRAIN_SECONDS",
     "HELD_BACK_SECONDS",
+    "MAX_RECOVERIES",
     "NO_WINDOW",
+    "RECOVERED",
     "RUNNING_POLL_SECONDS",
+    "STUCK_AFTER_SECONDS",
     "Action",
     "AdviceQuery",
     "AdviceView",
@@ -97,6 +104,7 @@ __all__ = [
     "PoolState",
     "PoolView",
     "PreviewStep",
+    "ProvisioningRequestView",
     "ReconcileConfig",
     "Refused",
     "RequestFacts",
@@ -119,6 +127,7 @@ __all__ = [
     "pool_name_for",
     "pool_names_for",
     "preview",
+    "provisioning_request_wanted",
     "query_for",
     "read_spec",
     "step_pool_names",

@@ -49,6 +49,17 @@ SUBMIT_POLL_SECONDS = 10.0
 HELD_BACK_SECONDS = 60.0
 
 
+#: A queued-provisioning request Accepted and not provisioned for this long is taken as
+#: stuck, and asked for again. Reported stuck ones waited 7 hours to over a day where a new
+#: request was served within a minute (kubernetes/autoscaler#9490, kubernetes-sigs/kueue
+#: #3245): this is well short of those, and long enough that an ordinary wait for scarce
+#: capacity is seldom cut (a request made again starts its wait again).
+STUCK_AFTER_SECONDS = 4 * 3600.0
+#: Recoveries per ladder step: a request that sticks again and again is left to its
+#: maxWaitDuration (and the ladder's next step).
+MAX_RECOVERIES = 2
+
+
 @dataclass(frozen=True)
 class ReconcileConfig:
     kueue: bool = False
@@ -61,6 +72,11 @@ class ReconcileConfig:
     running_poll_seconds: float = RUNNING_POLL_SECONDS
     #: Submit Calendar-mode bookings without waiting for spec.approveBooking.
     book_without_approval: bool = False
+    #: A queued request's ProvisioningRequest Accepted this long and not provisioned has
+    #: stuck (`reconcile.stuck`); 0: never taken as stuck.
+    stuck_after_seconds: float = STUCK_AFTER_SECONDS
+    #: At most this many recoveries from a stuck request per ladder step.
+    max_recoveries: int = MAX_RECOVERIES
 
 
 @dataclass(frozen=True)

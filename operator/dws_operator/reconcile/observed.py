@@ -96,6 +96,18 @@ class BookingView:
 
 
 @dataclass(frozen=True)
+class ProvisioningRequestView:
+    """The ProvisioningRequest Kueue made for the request's current workload (queued
+    provisioning), as the API server has it."""
+
+    name: str
+    #: When its Accepted condition turned true; None while not accepted.
+    accepted_at: datetime | None
+    provisioned: bool
+    failed: bool = False
+
+
+@dataclass(frozen=True)
 class CalendarWindow:
     """A window Compute's calendar-mode advice recommends for a block."""
 
@@ -194,6 +206,10 @@ class Observed:
     #: The history's estimate for the kind of capacity the request waits for
     #: (`reconcile.estimates.estimate_key`); None when not asked.
     estimate: Estimate | None = None
+    #: The ProvisioningRequest of the request's current workload, read once its wait is
+    #: long enough that it may have stuck (`reconcile.stuck.provisioning_request_wanted`);
+    #: None when not read or not there.
+    provisioning_request: ProvisioningRequestView | None = None
 
     @property
     def all_pools(self) -> tuple[PoolView | None, ...]:

@@ -82,9 +82,10 @@ def abandoned_pool_names(request: RequestView) -> tuple[str, ...]:
 
 
 def attempt_number(status: TrainingRequestStatus) -> int:
-    """The workload attempt: one more for each restart and each ladder step moved on to
-    (both only grow), so every attempt's Job has a name of its own."""
-    return status.restarts + max((status.step or 1) - 1, 0)
+    """The workload attempt: one more for each restart, each recovery from a stuck
+    request and each ladder step moved on to (all only grow), so every attempt's Job has
+    a name of its own."""
+    return status.restarts + status.recoveries + max((status.step or 1) - 1, 0)
 
 
 def planned(request: RequestView) -> Planned:

@@ -37,6 +37,8 @@ class Tally:
     waited_seconds: float | None = None
     #: Restarts decided now.
     restarts: int = 0
+    #: Recoveries from a stuck request decided now.
+    recoveries: int = 0
     #: Chip-seconds of a hold that ended now: every node ready until the work ended, was
     #: restarted (its nodes lost) or the request was deleted while it ran.
     chip_seconds: float = 0.0
@@ -132,6 +134,7 @@ def tally(
         transition=(str(before.phase), str(after.phase)) if before.phase != after.phase else None,
         waited_seconds=waited,
         restarts=max(after.restarts - before.restarts, 0),
+        recoveries=max(after.recoveries - before.recoveries, 0),
         chip_seconds=held * chips if held is not None else 0.0,
         capacity_timeout=timed_out,
         emptied_seconds=emptied,

@@ -54,6 +54,9 @@ class QueuedCapacity:
         self.scenario = scenario
         self._accepted_at: dict[Key, float] = {}
         self._bookings: dict[Key, Booking] = {}
+        #: Requests that stick (the scenario's first ones), and how many were picked.
+        self._stuck: set[tuple[str, str, str]] = set()
+        self._stuck_picked = 0
 
     def booked_nodes(self) -> set[str]:
         """Nodes held for a request whose booking still runs: never idle-removed."""
@@ -95,6 +98,11 @@ class QueuedCapacity:
         accepted_at = self._accepted_at.setdefault(key, now)
         if provreq.condition(body, provreq.ACCEPTED) is None:
             self._set(key, body, provreq.ACCEPTED, "Accepted", "The request was accepted.")
+            if self._stuck_picked < self.scenario.stuck_provisioning_requests:
+                self._stuck_picked += 1
+                self._stuck.add((*key, body["metadata"].get("uid", "")))
+            return
+        if self._stuck_here(key, body):
             return
         booking = self._bookings.get(key)
         if not provreq.is_true(body, provreq.PROVISIONED) or booking is None:
@@ -128,6 +136,12 @@ class QueuedCapacity:
                 "MaxRunDurationReached",
                 "maxRunDurationSeconds reached; the VMs were deleted.",
             )
+
+    @behaviour("SIM-QP-STUCK")
+    def _stuck_here(self, key: Key, body: Obj) -> bool:
+        """A request picked to stick stays Accepted, never Provisioned, for as long as it
+        is there; one recreated under the same name is a new object (uid) and is served."""
+        return (*key, body["metadata"].get("uid", "")) in self._stuck
 
     @behaviour("SIM-QP-WAIT-TIMEOUT", "SIM-QP-ONE-PODSET", "SIM-QP-PROVISIONED")
     def _provision(

@@ -89,6 +89,10 @@ class SimScenario(ScenarioModel):
     scale_down_unneeded_seconds: Seconds = 600.0
     booking_seconds: Seconds = 600.0
     provisioning_timeout_seconds: Seconds | None = None
+    #: The first this many queued-provisioning ProvisioningRequests stick: Accepted, then
+    #: never Provisioned however long they wait, while later ones (a recreated request's)
+    #: are served as usual.
+    stuck_provisioning_requests: Annotated[int, Field(ge=0)] = 0
     capacity: list[CapacityRule] = Field(default_factory=list)
     preemptions: list[Preemption] = Field(default_factory=list)
     #: A cluster with more node pools than this scales up later, by the delay below.

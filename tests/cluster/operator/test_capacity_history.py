@@ -115,7 +115,7 @@ def test_plan_reads_the_estimate_from_the_cluster(
         namespace, {"metadata": {"name": "waits"}, "data": history.to_data()}
     )
     monkeypatch.setenv("KUBECONFIG", str(devcluster.kubeconfig))
-    argv = ["plan", "--gpu", "nvidia-l4", "--fallback", "Spot", "--estimate"]
+    argv = ["plan", "--gpu", "nvidia-l4", "--nodes", "1", "--fallback", "Spot", "--estimate"]
     assert main([*argv, f"{namespace}/waits"]) == 0
     out = capsys.readouterr().out
     assert f"Estimate    step 1: p50 20m, p90 40m from 4 earlier asks for {KEY}" in out
