@@ -23,10 +23,10 @@ from dws_operator.gke.client import RetryPolicy
 from dws_operator.gke.errors import GkeError
 from dws_operator.gke.policies import COMPUTE_ENDPOINT_ENV, connect_compute
 from dws_operator.planning import plan_slice
-from dws_operator.reconcile import AdviceQuery, AdviceView, BookingPlan
+from dws_operator.reconcile import AdviceQuery, AdviceView, BookingPlan, query_for
 from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig
 from dws_workshop.emulator.config import CalendarReview
-from tests.builders import gpu, spec_body
+from tests.builders import gpu, spec_body, tpu
 from tests.clocks import ManualClock
 from tests.gke.harness import MakeEmulator
 
@@ -272,3 +272,39 @@ def test_plan_prints_the_window_the_advice_offers(
         )
     )
     assert render_advice(fixed, plan_slice(fixed), PROJECT) is None
+
+
+def test_a_block_in_the_regions_second_zone_gets_its_own_window(
+    make_emulator: MakeEmulator,
+) -> None:
+    # Left unsaid, us-east5-a would be considered too, and win the tie; the operator's
+    # query denies it.
+    emulator, _ = emulator_with(make_emulator)
+    now = emulator.sim_clock.utc()
+    spec = TrainingRequestSpec.model_validate(
+        spec_body(
+            tpu("v6e", "4x4"),
+            mode="Calendar",
+            provisioning={
+                "zones": ["us-east5-b"],
+                "calendar": {
+                    "earliest": rfc3339.seconds(now + 2 * DAY),
+                    "latest": rfc3339.seconds(now + 9 * DAY),
+                    "duration": "48h",
+                },
+            },
+        )
+    )
+    query = query_for(spec, plan_slice(spec), now)
+    assert query is not None
+    apis = connect_compute(emulator.compute_endpoint)
+    try:
+        advice = asyncio.run(
+            BookingClient(apis, PROJECT, retry=RetryPolicy(attempts=1)).advise(query)
+        )
+    finally:
+        apis.close()
+    assert advice.window is not None, advice.why_none
+    answers = [c.response for c in emulator.compute.calls_for("advice.calendarMode")]
+    found = answers[-1]["recommendations"][0]["recommendationsPerSpec"]["block"]  # type: ignore[index]
+    assert found["location"] == "zones/us-east5-b"

@@ -580,3 +580,51 @@ def test_a_block_delivered_in_part_is_no_block_for_the_slice() -> None:
         )
     )
     assert moved.status.step == 2
+
+
+def test_a_window_that_replaces_one_that_started_unbooked_needs_a_new_approval() -> None:
+    shown = run(advised(observed(SHOWN), WINDOW_START)).status
+    # Approved (generation 2) only after the window shown has started: the next window
+    # is shown, not booked on an approval given for the other.
+    past = WINDOW_START + timedelta(minutes=1)
+    new_start = T0 + timedelta(days=6)
+    late = run(advised(observed(PICKED, shown, now=past, generation=2), new_start))
+    assert only(late.actions, SubmitBooking) == []
+    booking = late.status.booking
+    assert booking is not None
+    assert (booking.start_time, booking.state) == (new_start, BookingState.AWAITING_APPROVAL)
+    assert booking.approval_generation == 2
+    assert "false and back to true" in (late.status.message or "")
+    # The same approval, passes later: still not booked.
+    again = run(observed(PICKED, late.status, now=past + timedelta(minutes=5), generation=2))
+    assert only(again.actions, SubmitBooking) == []
+    # Set to false and back to true (generation 4): booked, the window shown.
+    given = run(observed(PICKED, late.status, now=past + timedelta(minutes=9), generation=4))
+    [submit] = only(given.actions, SubmitBooking)
+    assert submit.booking.start == new_start
+
+
+def test_an_advice_compute_refuses_fails_the_step_in_the_same_pass() -> None:
+    refused = dataclasses.replace(
+        observed(PICKED), advice=AdviceView(None, "Forbidden: no permission", refused=True)
+    )
+    decision = run(refused)
+    assert decision.status.phase == Phase.FAILED
+    assert "no permission" in (decision.status.message or "")
+    ladder = with_(PICKED, provisioning={"fallback": [{"mode": "FlexStart"}]})
+    moved = run(dataclasses.replace(refused, request=observed(ladder).request))
+    assert moved.status.step == 2
+    # On the next step, nothing of the advice is left to fail it again.
+    assert advice_query(observed(ladder, moved.status).request, T0) is None
+
+
+def test_the_advice_is_told_to_leave_out_the_regions_other_zones() -> None:
+    tpus = spec_body(
+        tpu("v6e", "4x4"),
+        provisioning={**PICKED["provisioning"], "zones": ["us-east5-b"]},
+        approveBooking=True,
+    )
+    query = advice_query(observed(tpus).request, T0)
+    assert query is not None
+    # v6e's other calendar zone in us-east5; not asia-northeast1-b (another region).
+    assert (query.zone, query.other_zones) == ("us-east5-b", ("us-east5-a",))

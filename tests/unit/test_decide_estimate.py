@@ -146,3 +146,11 @@ def test_capacity_that_comes_says_how_good_the_estimate_was() -> None:
         run(dataclasses.replace(came, request=observed(FLEX, waiting).request)).tally.estimate_ratio
         is None
     )
+
+
+def test_a_failure_that_is_not_about_capacity_is_no_wait() -> None:
+    waiting = status_at(Phase.WAITING_FOR_CAPACITY, FLEX, requested=T0)
+    taken = job_view(ours=False)
+    failed = run(observed(FLEX, waiting, pool=pool_for(FLEX), job=taken, service=True))
+    assert failed.status.phase == Phase.FAILED
+    assert failed.tally.waits == ()

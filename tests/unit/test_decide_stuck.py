@@ -8,6 +8,7 @@ import dataclasses
 from datetime import datetime, timedelta
 
 from dws_operator.api import Phase
+from dws_operator.controller.provreqs import provisioning_request_of
 from dws_operator.reconcile import (
     RECOVERED,
     CreateJob,
@@ -115,3 +116,34 @@ def test_the_provisioning_request_is_read_only_when_it_may_have_stuck() -> None:
     assert provisioning_request_wanted(observed(QUEUED, running).request, late, config) is None
     deleting = observed(with_(QUEUED), status_at(Phase.WAITING_FOR_CAPACITY, QUEUED), deleting=True)
     assert provisioning_request_wanted(deleting.request, late, config) is None
+
+
+def test_the_provisioning_request_is_the_workloads_own_not_a_namesakes() -> None:
+    def item(name: str, made: str, accepted: str | None = None) -> dict[str, object]:
+        conditions = (
+            [{"type": "Accepted", "status": "True", "lastTransitionTime": accepted}]
+            if accepted
+            else []
+        )
+        return {
+            "metadata": {"name": name, "creationTimestamp": made},
+            "status": {"conditions": conditions},
+        }
+
+    items = [
+        item("job-train-big-0a1b2-dws-queued-provisioning-1", "2025-06-01T12:05:00Z"),
+        item("job-train-3c4d5-dws-queued-provisioning-1", "2025-06-01T12:00:00Z"),
+        item(
+            "job-train-3c4d5-dws-queued-provisioning-2",
+            "2025-06-01T12:03:00Z",
+            "2025-06-01T12:04:00Z",
+        ),
+        item("jobset-train-9e8f7-dws-queued-provisioning-1", "2025-06-01T12:06:00Z"),
+    ]
+    found = provisioning_request_of(items, "Job", "train")
+    assert found is not None
+    assert found.name == "job-train-3c4d5-dws-queued-provisioning-2"
+    assert found.accepted_at == T0 + timedelta(minutes=4)
+    assert (found.provisioned, found.failed) == (False, False)
+    assert provisioning_request_of(items, "JobSet", "train") is not None
+    assert provisioning_request_of(items, "Job", "tra") is None

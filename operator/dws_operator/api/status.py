@@ -165,6 +165,15 @@ class BookingStatus(ApiModel):
             "came from (its recommendationId)."
         ),
     )
+    approval_generation: int | None = Field(
+        None,
+        description=(
+            "This window replaced one that started before it was booked: "
+            "spec.approveBooking counts only from a later generation of the request (set it "
+            "to false and back to true), so a window is never booked on an approval given "
+            "for another."
+        ),
+    )
 
 
 class EstimateStatus(ApiModel):

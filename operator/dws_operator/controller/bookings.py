@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from dws_operator.api import TERMINAL_PHASES, BookingState
@@ -14,8 +15,10 @@ from dws_operator.controller.cache import Key
 from dws_operator.controller.lazy import OnFirstUse
 from dws_operator.gke import GkeError
 from dws_operator.reconcile import (
+    ADVICE_POLL_SECONDS,
     BOOKING_REFUSED,
     CANCEL_REFUSED,
+    AdviceQuery,
     AdviceView,
     BookingPlan,
     BookingView,
@@ -27,6 +30,8 @@ if TYPE_CHECKING:
     from dws_operator.gke.bookings import BookingClient
 
 log = logging.getLogger(__name__)
+#: How often a request's advice is asked again while it has no window.
+ADVICE_EVERY = timedelta(seconds=ADVICE_POLL_SECONDS)
 #: Connects the Compute client, on first use (its library loads then).
 BookingConnector = Callable[[], "BookingClient"]
 #: Booking states in which Compute is read on every pass of the request.
@@ -60,6 +65,9 @@ class Bookings:
         self._client = OnFirstUse(connect)
         #: Submits Compute refused for good, by request, until its next pass decides.
         self._refused: dict[Key, tuple[str, str]] = {}
+        #: The last advice asked for each request: what, when (the operator's time), and
+        #: Compute's answer, used again until ADVICE_EVERY has passed.
+        self._advised: dict[Key, tuple[AdviceQuery, datetime, AdviceView]] = {}
 
     def refusal(self, key: Key) -> tuple[str, str] | None:
         """(reason, message) of the request's submit refused since its last pass."""
@@ -94,14 +102,21 @@ class Bookings:
         for the request's next pass, whose decision fails it: no window can be found."""
         query = advice_query(request, now)
         if query is None:
+            self._advised.pop(key, None)
             return None
+        last = self._advised.get(key)
+        same = last is not None and replace(last[0], earliest=query.earliest) == query
+        if last is not None and same and (now - last[1]) < ADVICE_EVERY:
+            return last[2]  # asked lately: Compute's quota is not spent on the same answer
         try:
-            return await self.client().advise(query)
+            advice = await self.client().advise(query)
         except GkeError as error:
             if error.retryable:
                 raise
-            self._refused[key] = (BOOKING_REFUSED, f"{error.reason}: {error.message}")
-            return AdviceView(None, f"Compute refused the advice: {error.message}")
+            # Decided on in this very pass: no window can be found.
+            return AdviceView(None, f"{error.reason}: {error.message}", refused=True)
+        self._advised[key] = (query, now, advice)
+        return advice
 
     async def submit(
         self, key: Key, body: Mapping[str, Any], booking: BookingPlan, finalizer: str

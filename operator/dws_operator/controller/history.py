@@ -12,6 +12,7 @@ history is read again and this replica's unwritten waits added to it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -44,6 +45,9 @@ class CapacityHistory:
         self._unwritten: list[tuple[str, Wait]] = []
         self._written_at: float | None = None
         self._resource_version: str | None = None
+        #: Passes run concurrently: one reads, adds or writes at a time, so no wait added
+        #: while a write is on its way is lost with it.
+        self._lock = asyncio.Lock()
 
     @classmethod
     def in_memory(cls) -> CapacityHistory:
@@ -51,22 +55,29 @@ class CapacityHistory:
         return cls(None)
 
     async def estimate(self, key: str) -> Estimate:
-        return (await self._loaded()).estimate(key)
+        async with self._lock:
+            return (await self._loaded()).estimate(key)
 
     async def add(self, waits: Iterable[tuple[str, Wait]]) -> None:
-        """Count waits that ended; written with the next flush."""
+        """Count waits that ended; written with the next flush (at once when none was
+        written for FLUSH_SECONDS; else by `flush` from the operator's timer)."""
         added = list(waits)
         if not added:
             return
-        history = await self._loaded()
-        for key, wait in added:
-            history.add(key, wait)
-        self._unwritten += added
-        await self.flush(force=False)
+        async with self._lock:
+            history = await self._loaded()
+            for key, wait in added:
+                history.add(key, wait)
+            self._unwritten += added
+            await self._flush(force=False)
 
     async def flush(self, force: bool = True) -> None:
-        """Write the history if waits were added, at most every FLUSH_SECONDS unless
+        """Write the waits added since the last write, at most every FLUSH_SECONDS unless
         `force`. A failed write is logged and tried again later (the waits are kept)."""
+        async with self._lock:
+            await self._flush(force)
+
+    async def _flush(self, force: bool) -> None:
         if self._kube is None:
             self._unwritten = []
         if not self._unwritten or self._history is None:
@@ -80,18 +91,17 @@ class CapacityHistory:
         if recent and not force:
             return
         try:
-            await self._write(self._history)
-        except Conflict:
-            # Someone else wrote it: theirs, and ours on top.
-            stored = await self._read()
-            for key, wait in self._unwritten:
-                stored.add(key, wait)
-            self._history = stored
             try:
+                await self._write(self._history)
+            except Conflict:
+                # Someone else wrote it (or our last write went through unanswered): the
+                # stored history, with ours added that it does not hold yet.
+                stored = await self._read()
+                for key, wait in self._unwritten:
+                    if not any(_same(wait, w) for w in stored.waits.get(key, ())):
+                        stored.add(key, wait)
+                self._history = stored
                 await self._write(stored)
-            except ApiError as error:
-                log.warning("capacity history: cannot write %s: %s", self._name, error)
-                return
         except ApiError as error:
             log.warning("capacity history: cannot write %s: %s", self._name, error)
             return
@@ -137,3 +147,12 @@ class CapacityHistory:
             body["metadata"]["resourceVersion"] = self._resource_version
             written = await self._kube.call("PUT", self._path, body=body)
         self._resource_version = ((written or {}).get("metadata") or {}).get("resourceVersion")
+
+
+def _same(one: Wait, other: Wait) -> bool:
+    """The same wait, as the ConfigMap keeps it (milliseconds, whole seconds)."""
+    return (round(one.seconds, 3), one.censored, int(one.at.timestamp())) == (
+        round(other.seconds, 3),
+        other.censored,
+        int(other.at.timestamp()),
+    )

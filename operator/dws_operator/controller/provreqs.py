@@ -4,7 +4,8 @@ conditions parsed once, here, into `ProvisioningRequestView`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dws_operator import rfc3339
@@ -37,3 +38,19 @@ def provisioning_request_view(body: Mapping[str, Any]) -> ProvisioningRequestVie
         provisioned=true("Provisioned") is not None,
         failed=true("Failed") is not None,
     )
+
+
+def provisioning_request_of(
+    items: Iterable[Mapping[str, Any]], kind: str, workload: str
+) -> ProvisioningRequestView | None:
+    """The newest of `items` Kueue made for the workload `workload` (a Job or JobSet):
+    Kueue names a ProvisioningRequest after its Workload and admission check,
+    `<workload's Workload>-<check>-<try>`, and the Workload after its owner,
+    `<kind>-<name>-<5 hex digits>`; matched whole, so not another workload's whose name
+    merely starts the same (`train` and `train-big`)."""
+    named = re.compile(rf"^{re.escape(kind.lower())}-{re.escape(workload)}-[0-9a-f]{{5}}-")
+    ours = [i for i in items if named.match(str((i.get("metadata") or {}).get("name", "")))]
+    if not ours:
+        return None
+    newest = max(ours, key=lambda i: str((i.get("metadata") or {}).get("creationTimestamp", "")))
+    return provisioning_request_view(newest)

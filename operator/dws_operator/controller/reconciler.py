@@ -32,7 +32,7 @@ from dws_operator.controller.operations import (
     Priority,
     Step,
 )
-from dws_operator.controller.provreqs import PROVREQ_GROUP, provisioning_request_view
+from dws_operator.controller.provreqs import PROVREQ_GROUP, provisioning_request_of
 from dws_operator.errors import InvalidSpec
 from dws_operator.gke import (
     GkeError,
@@ -335,16 +335,8 @@ class Reconciler:
             listed = await self.kube.call("GET", path)
         except NotFound:
             return None
-        prefix = f"{request.facts.workload_kind.lower()}-{workload}-"
-        ours = [
-            item
-            for item in (listed or {}).get("items") or []
-            if str((item.get("metadata") or {}).get("name", "")).startswith(prefix)
-        ]
-        if not ours:
-            return None
-        newest = max(ours, key=lambda item: str(item["metadata"].get("creationTimestamp", "")))
-        return provisioning_request_view(newest)
+        items = (listed or {}).get("items") or []
+        return provisioning_request_of(items, request.facts.workload_kind, workload)
 
     async def _ask_gke_for_unseen_pools(self, request: RequestView) -> None:
         """A deleted request is let go only on GKE's own word about each pool it may have

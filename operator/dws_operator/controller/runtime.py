@@ -22,7 +22,7 @@ from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.cache import Key, KubeCache, key_of
 from dws_operator.controller.config import OperatorConfig, OperatorTime
 from dws_operator.controller.fence import FENCE, LeaseLost
-from dws_operator.controller.history import CapacityHistory
+from dws_operator.controller.history import FLUSH_SECONDS, CapacityHistory
 from dws_operator.controller.kube import LOCAL_QUEUES, ApiError, Connection, KubeApi
 from dws_operator.controller.login import LoginError
 from dws_operator.controller.metrics import OperatorMetrics
@@ -330,10 +330,19 @@ class Controller:
             "dws-relist": self.relisting,
             "dws-events": self.reconciler.events.run,
             "dws-heap": _return_freed_heap,
+            "dws-capacity-history": self.write_history,
         }
         self.tasks = [
             asyncio.create_task(_supervised(name, loop), name=name) for name, loop in loops.items()
         ]
+
+    async def write_history(self) -> None:
+        """Waits added since the last write reach the ConfigMap within FLUSH_SECONDS
+        even when no other wait ends to carry them."""
+        while True:
+            await asyncio.sleep(FLUSH_SECONDS)
+            with contextlib.suppress(LeaseLost):
+                await self.reconciler.history.flush(force=False)
 
     async def sweep(self) -> None:
         """Idle pools that no request of their shape took in time are deleted; orphaned

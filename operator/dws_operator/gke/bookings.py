@@ -122,11 +122,14 @@ def advice_request(project: str, query: AdviceQuery) -> compute_v1.CalendarModeA
             min_duration=length,
             max_duration=length,
         ),
+        # A zone not named is allowed: the region's others the operator knows are denied,
+        # so the answer is for the request's zone.
         location_policy=compute_v1.FutureResourcesSpecLocationPolicy(
             locations={
-                f"zones/{query.zone}": compute_v1.FutureResourcesSpecLocationPolicyLocation(
-                    preference="ALLOW"
+                f"zones/{zone}": compute_v1.FutureResourcesSpecLocationPolicyLocation(
+                    preference="ALLOW" if zone == query.zone else "DENY"
                 )
+                for zone in (query.zone, *query.other_zones)
             }
         ),
     )

@@ -18,6 +18,7 @@ from dws_operator.reconcile.actions import (
     TakeOverNodePool,
 )
 from dws_operator.reconcile.booking import (
+    ADVICE_POLL_SECONDS,
     NO_WINDOW,
     AdviceQuery,
     BookingPlan,
@@ -70,6 +71,7 @@ from dws_operator.reconcile.stuck import RECOVERED, provisioning_request_wanted
 from dws_operator.reconcile.tally import Tally, capacity_key_of, tally
 
 __all__ = [
+    "ADVICE_POLL_SECONDS",
     "AT_ONCE",
     "BLOCK_ENDED",
     "BOOKING_REFUSED",

@@ -19,6 +19,7 @@ get SIGTERM and that long to checkpoint before Compute takes the VMs back.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -119,6 +120,10 @@ class AdviceQuery:
     machine_type: str
     #: Compute's VM family of a TPU block; None for GPU VMs.
     tpu_family: str | None
+    #: The region's other zones the operator knows of (the cluster's node locations, the
+    #: calendar zones of a TPU family): denied to the advice, which otherwise considers
+    #: every zone it is not told to leave out and may answer for another.
+    other_zones: tuple[str, ...] = ()
 
 
 def advice_query(request: RequestView, now: datetime) -> AdviceQuery | None:
@@ -134,12 +139,16 @@ def advice_query(request: RequestView, now: datetime) -> AdviceQuery | None:
         return None
     if _shown_start(request.status, request.facts.booking_name, now) is not None:
         return None
-    return query_for(result.spec, result.plan, now)
+    site = request.site.node_locations if request.site is not None else ()
+    return query_for(result.spec, result.plan, now, site)
 
 
-def query_for(spec: TrainingRequestSpec, plan: SlicePlan, now: datetime) -> AdviceQuery | None:
+def query_for(
+    spec: TrainingRequestSpec, plan: SlicePlan, now: datetime, zones_known: Iterable[str] = ()
+) -> AdviceQuery | None:
     """The advice to ask for the block of a Calendar step with calendar.earliest and
-    latest, until latest has passed; None for any other step."""
+    latest, until latest has passed; None for any other step. `zones_known`: zones of
+    the cluster, whose others in the block's region are denied."""
     block = spec.provisioning.calendar
     zones = spec.provisioning.zones or []
     if block is None or block.earliest is None or block.latest is None or len(zones) != 1:
@@ -147,8 +156,16 @@ def query_for(spec: TrainingRequestSpec, plan: SlicePlan, now: datetime) -> Advi
     if now > block.latest:
         return None
     booking = plan_booking("", "", spec, plan, block.earliest)
+    zone = zones[0]
+    region = zone.rsplit("-", 1)[0]
+    tpu = spec.accelerator.tpu
+    calendar_zones = TPU_GENERATIONS[tpu.version].calendar_zones if tpu is not None else ()
+    others = sorted(
+        {z for z in (*zones_known, *calendar_zones) if z.rsplit("-", 1)[0] == region} - {zone}
+    )
     return AdviceQuery(
-        zone=zones[0],
+        zone=zone,
+        other_zones=tuple(others),
         earliest=max(block.earliest, now),
         latest=block.latest,
         duration=booking.end - booking.start,
@@ -185,18 +202,19 @@ def block_start(run: Draft, step: StepPlan) -> tuple[datetime, str | None] | Dec
     assert block.earliest is not None
     assert block.latest is not None
     advice = run.observed.advice
+    if advice is not None and advice.refused:
+        return refused_booking(run, step, advice.why_none)
     window = advice.window if advice is not None else None
     if window is not None and block.earliest <= window.start <= block.latest:
         return window.start, window.recommendation_id
     span = f"between {rfc3339.seconds(block.earliest)} and {rfc3339.seconds(block.latest)}"
     why = f" ({advice.why_none})" if advice is not None and advice.why_none else ""
     if run.now > block.latest:
-        return _no_block(
-            run,
-            step,
-            f"Compute's calendar-mode advice found no window for the block to start {span}{why}",
-            reason=NO_WINDOW,
+        lapsed = run.status.booking is not None
+        found = (
+            "no window was booked" if lapsed else "Compute's calendar-mode advice found no window"
         )
+        return _no_block(run, step, f"{found} for the block to start {span}{why}", reason=NO_WINDOW)
     run.condition(
         cond.BOOKED, "False", NO_WINDOW, f"no window for the block to start {span} yet{why}"
     )
@@ -330,10 +348,13 @@ def _not_booked_yet(
     spec = run.request.facts.spec
     # Once submitted, the approval stands: a booking may be in flight whatever the spec
     # says now (setting approveBooking back to false withdraws nothing).
+    given = status.approval_generation is None or (
+        run.request.generation > status.approval_generation
+    )
     approved = (
         config.book_without_approval
         or status.state == BookingState.SUBMITTED
-        or (spec is not None and spec.approve_booking)
+        or (spec is not None and spec.approve_booking and given)
     )
     if status.state not in (BookingState.AWAITING_APPROVAL, BookingState.SUBMITTED):
         # Compute no longer knows a booking it answered for (deleted by hand): never
@@ -355,16 +376,17 @@ def _not_booked_yet(
         )
     if not approved:
         status.state = BookingState.AWAITING_APPROVAL
-        run.condition(
-            cond.BOOKED,
-            "False",
-            "AwaitingApproval",
-            "set spec.approveBooking: true to submit the booking",
-        )
+        ask = "set spec.approveBooking: true"
+        if spec is not None and spec.approve_booking:
+            ask = (
+                "the window approved started before it was booked: set spec.approveBooking "
+                "to false and back to true"
+            )
+        run.condition(cond.BOOKED, "False", "AwaitingApproval", f"{ask} to submit the booking")
         until = (booking.start - run.now).total_seconds()
         return run.phase(
             Phase.PENDING,
-            f"Would book {_window(booking)}; set spec.approveBooking: true to submit it",
+            f"Would book {_window(booking)}; {ask} to submit it",
             # Only to give up at the start: the approval itself wakes the request.
             requeue=until + PAST_DEADLINE_SECONDS,
         )
@@ -420,7 +442,19 @@ def _booking_status(run: Draft, booking: BookingPlan, seen: BookingView | None) 
         last_submitted_at=keep.last_submitted_at if keep is not None else None,
         approved_at=keep.approved_at if keep is not None else None,
         recommendation_id=booking.recommendation_id,
+        approval_generation=_approval_generation(run, keep, booking),
     )
+
+
+def _approval_generation(
+    run: Draft, shown: BookingStatus | None, booking: BookingPlan
+) -> int | None:
+    """From which generation an approval counts: any for the first window shown; for one
+    that replaces a shown window that started unbooked, only a later one than now."""
+    if shown is None:
+        return None
+    replaced = shown.state == BookingState.AWAITING_APPROVAL and shown.start_time != booking.start
+    return run.request.generation if replaced else shown.approval_generation
 
 
 def _window(booking: BookingPlan) -> str:

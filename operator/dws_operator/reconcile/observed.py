@@ -123,6 +123,9 @@ class AdviceView:
 
     window: CalendarWindow | None
     why_none: str = ""
+    #: Compute refused the advice for good (no permission, a request it will not advise
+    #: on): no window can be found (`why_none` says why).
+    refused: bool = False
 
 
 @dataclass(frozen=True)

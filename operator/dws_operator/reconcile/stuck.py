@@ -64,8 +64,17 @@ def recover_if_stuck(
 ) -> Decision | None:
     """Ask again for a queued request whose ProvisioningRequest stuck (a decision); None
     when it has not, or has used its recoveries; then a timer for when it would."""
+    threshold = config.stuck_after_seconds
+    if threshold <= 0 or step.ladder[step.step].mode != ProvisioningMode.QUEUED_PROVISIONING:
+        return None
     seen = run.observed.provisioning_request
-    if config.stuck_after_seconds <= 0 or seen is None or seen.accepted_at is None:
+    if seen is None or seen.accepted_at is None:
+        # Not read yet (it cannot have stuck so soon), or not there or not accepted yet:
+        # looked at again when it could have, then every quarter of the threshold.
+        asked = run.status.requested_at
+        if asked is not None:
+            gate = threshold - (run.now - asked).total_seconds()
+            run.wake_within(max(gate, threshold / 4) + 1.0)
         return None
     if seen.provisioned or seen.failed:
         return None
@@ -74,7 +83,7 @@ def recover_if_stuck(
     if pool is None or pool.state != PoolState.RUNNING or observed.nodes_by_pool.get(pool.name):
         return None  # no pool ready (made again first), or nodes there: not stuck
     accepted_for = (run.now - seen.accepted_at).total_seconds()
-    left = config.stuck_after_seconds - accepted_for
+    left = threshold - accepted_for
     status = run.status
     attempts = status.attempts or []
     current = attempts[-1] if attempts and len(step.ladder) > 1 else None

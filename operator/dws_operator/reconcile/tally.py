@@ -159,16 +159,19 @@ def _estimate_ratio(
     return None
 
 
-#: Attempt outcomes that end an ask without capacity (Preempted ends one that had it).
+#: Attempt outcomes that end an ask without capacity: it ran out of time, GKE said no, or
+#: the request was deleted while it waited. Not Failed (a refusal of another kind, a name
+#: taken, a queue missing: no wait for capacity) nor Preempted (the capacity came).
 _WITHOUT_CAPACITY = frozenset(
     {
         AttemptOutcome.TIMED_OUT,
         AttemptOutcome.STOCKOUT,
         AttemptOutcome.QUOTA_EXCEEDED,
-        AttemptOutcome.FAILED,
         AttemptOutcome.CANCELLED,
     }
 )
+#: Reasons a request without a ladder fails for want of capacity.
+_NO_CAPACITY_REASONS = frozenset({"CapacityTimeout", "Stockout", "QuotaExceeded"})
 
 
 def _waits(
@@ -211,7 +214,9 @@ def _waits(
     key = capacity_key_of(plan, first_step.mode, first_step.zones)
     if before.started_at is None and after.started_at is not None:
         return ((key, Wait((after.started_at - asked).total_seconds(), False, now)),)
-    gave_up = after.phase in (Phase.FAILED, Phase.DELETING)
+    completed = cond.condition(after.conditions, cond.COMPLETED)
+    no_capacity = completed is not None and completed.reason in _NO_CAPACITY_REASONS
+    gave_up = (after.phase == Phase.FAILED and no_capacity) or after.phase == Phase.DELETING
     if before.started_at is None and before.phase not in TERMINAL_PHASES and gave_up:
         if before.phase == Phase.DELETING or after.started_at is not None:
             return ()

@@ -15,12 +15,14 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.gke.ceiling import max_nodes
 from dws_operator.kueue_objects import QUEUED_PROVISIONING_CLASS
 from dws_workshop.emulator.ruleids import behaviour
 from dws_workshop.simulator import provreq, whole_slices
 from dws_workshop.simulator.autoscaler_view import (
     Obj,
+    PoolStatus,
     ScalingPool,
     accelerator_of,
     consumed,
@@ -100,7 +102,7 @@ class QueuedCapacity:
             self._set(key, body, provreq.ACCEPTED, "Accepted", "The request was accepted.")
             if self._stuck_picked < self.scenario.stuck_provisioning_requests:
                 self._stuck_picked += 1
-                self._stuck.add((*key, body["metadata"].get("uid", "")))
+                self._stuck.add((*key, _uid(body)))
             return
         if self._stuck_here(key, body):
             return
@@ -141,7 +143,18 @@ class QueuedCapacity:
     def _stuck_here(self, key: Key, body: Obj) -> bool:
         """A request picked to stick stays Accepted, never Provisioned, for as long as it
         is there; one recreated under the same name is a new object (uid) and is served."""
-        return (*key, body["metadata"].get("uid", "")) in self._stuck
+        return (*key, _uid(body)) in self._stuck
+
+    @behaviour("SIM-QP-POOL-GONE")
+    def _pool_gone(self, body: Obj, spec: Obj, pools: dict[str, ScalingPool]) -> bool:
+        """An accepted request whose pool (the one its pods name) was deleted stays bound to
+        it: never provisioned, even on a pool made again under the same name."""
+        ident = (body["metadata"]["namespace"], body["metadata"]["name"], _uid(body))
+        named = (spec.get("nodeSelector") or {}).get(NODE_POOL_LABEL_KEY)
+        pool = pools.get(named) if named is not None else None
+        if named is not None and (pool is None or pool.pool.status == PoolStatus.STOPPING):
+            self._stuck.add(ident)
+        return ident in self._stuck
 
     @behaviour("SIM-QP-WAIT-TIMEOUT", "SIM-QP-ONE-PODSET", "SIM-QP-PROVISIONED")
     def _provision(
@@ -166,6 +179,8 @@ class QueuedCapacity:
         if template is None:
             return
         spec = (template.get("template") or {}).get("spec") or {}
+        if self._pool_gone(body, spec, pools):
+            return
         topology = provreq.parameter(body, provreq.TPU_TOPOLOGY_PARAMETER)
         choice = whole_slices.choose(queued_pools_for(pools, spec), count, topology)
         if choice is None:
@@ -218,10 +233,18 @@ class QueuedCapacity:
         if said == ("False", provreq.NOT_PROVISIONED, message):
             return
         conditions = provreq.with_condition(
-            body, provreq.PROVISIONED, False, provreq.NOT_PROVISIONED, message
+            body,
+            provreq.PROVISIONED,
+            False,
+            provreq.NOT_PROVISIONED,
+            message,
         )
         self.fleet.patch_provisioning_request(key, {"conditions": conditions})
 
     def _set(self, key: Key, body: Obj, type_: str, reason: str, message: str) -> None:
         conditions = provreq.with_condition(body, type_, True, reason, message)
         self.fleet.patch_provisioning_request(key, {"conditions": conditions})
+
+
+def _uid(body: Obj) -> str:
+    return str(body["metadata"].get("uid", ""))
