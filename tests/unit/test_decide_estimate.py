@@ -13,6 +13,7 @@ from dws_operator.estimate import Estimate, Wait
 from dws_operator.reconcile import JobView, estimate_key
 from dws_operator.reconcile.estimates import describe
 from dws_operator.reconcile.observed import Observed
+from dws_operator.reconcile.tally import account_phase_time
 from tests.builders import gpu, spec_body
 from tests.unit import test_ladder as ladder
 from tests.unit.decisions import (
@@ -154,3 +155,27 @@ def test_a_failure_that_is_not_about_capacity_is_no_wait() -> None:
     failed = run(observed(FLEX, waiting, pool=pool_for(FLEX), job=taken, service=True))
     assert failed.status.phase == Phase.FAILED
     assert failed.tally.waits == ()
+
+
+def test_where_the_time_went_phase_by_phase() -> None:
+    first = run(observed(FLEX)).status
+    assert (first.phase, first.phase_since, first.phase_seconds) == (
+        Phase.PROVISIONING,
+        T0,
+        None,
+    )
+    status = first
+    for minutes, phase in (
+        (5, Phase.WAITING_FOR_CAPACITY),
+        (7, Phase.PROVISIONING),  # a restart, say: the phase visited again
+        (10, Phase.RUNNING),
+    ):
+        after = status.model_copy(deep=True)
+        after.phase = phase
+        account_phase_time(status, after, T0 + timedelta(minutes=minutes))
+        status = after
+    assert status.phase_seconds == {"Provisioning": 300.0 + 180.0, "WaitingForCapacity": 120.0}
+    assert status.phase_since == T0 + timedelta(minutes=10)
+    again = status.model_copy(deep=True)
+    account_phase_time(status, again, T0 + timedelta(minutes=11))
+    assert again == status  # no change of phase: nothing to write

@@ -229,6 +229,14 @@ class TrainingRequestStatus(ApiModel):
         description="While waiting for capacity: how long it took earlier requests of the "
         "same kind (the last estimate given stays once the capacity came).",
     )
+    phase_since: datetime | None = Field(None, description="When the request entered its phase.")
+    phase_seconds: dict[str, float] | None = Field(
+        None,
+        description=(
+            "Where the time went: seconds spent in each phase the request has left, added up "
+            "over every visit (the current phase's so far is now - phaseSince)."
+        ),
+    )
     requested_at: datetime | None = Field(None, description="When capacity was requested.")
     provisioned_at: datetime | None = Field(None, description="When all nodes were ready.")
     started_at: datetime | None = Field(None, description="When the workload started running.")

@@ -35,7 +35,7 @@ from dws_operator.reconcile.ladder import begin_attempt, next_step, wait_ran_out
 from dws_operator.reconcile.observed import Observed
 from dws_operator.reconcile.pools import ensure_pools, gke_too_old, zones_outside
 from dws_operator.reconcile.step import StepPlan, planned
-from dws_operator.reconcile.tally import tally
+from dws_operator.reconcile.tally import account_phase_time, tally
 from dws_operator.reconcile.work import ensure_workload
 from dws_operator.workload import queue_for, uses_provisioning_request
 
@@ -44,6 +44,7 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
     """The pass's decision, its status summed up in the conditions GitOps tools read."""
     decision = _decide(observed, config)
     show_estimate(decision.status, observed.estimate)
+    account_phase_time(observed.request.status, decision.status, observed.now)
     cond.summarize(decision.status, observed.now, observed.request.generation)
     request = observed.request
     first = request.facts.steps[0] if request.facts.ladder_steps == 1 else None

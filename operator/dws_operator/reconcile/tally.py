@@ -246,3 +246,20 @@ def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
     if later is None or earlier is None:
         return None
     return max((later - earlier).total_seconds(), 0.0)
+
+
+def account_phase_time(
+    before: TrainingRequestStatus, after: TrainingRequestStatus, now: datetime
+) -> None:
+    """Where the time went: when the phase changes, the time spent in the one left is
+    added to `phaseSeconds`, and `phaseSince` starts the new one (a request first seen
+    starts its first phase now)."""
+    if after.phase == before.phase and before.phase_since is not None:
+        return
+    left = before.phase_since
+    if left is not None and after.phase != before.phase:
+        spent = dict(after.phase_seconds or {})
+        key = str(before.phase)
+        spent[key] = round(spent.get(key, 0.0) + max((now - left).total_seconds(), 0.0), 3)
+        after.phase_seconds = spent
+    after.phase_since = now
