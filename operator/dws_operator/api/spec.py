@@ -222,6 +222,12 @@ class CalendarBlock(ApiModel):
         ),
     )
 
+    @property
+    def first_start(self) -> datetime | None:
+        """The earliest the block may start: its startTime, or earliest (one is set
+        once validated)."""
+        return self.start_time or self.earliest
+
 
 class ProvisioningSpec(ApiModel):
     """How capacity is obtained: the first step of the capacity ladder, and the steps to

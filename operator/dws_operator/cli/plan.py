@@ -309,7 +309,7 @@ def render_booking(spec: TrainingRequestSpec, plan: SlicePlan) -> str | None:
     if block is None:
         return None
     # Its name and uid are the request's, not known here; the window and count are.
-    start_at = block.start_time or block.earliest
+    start_at = block.first_start
     assert start_at is not None  # one of them, validated
     booking = plan_booking("", "", spec, plan, start_at)
     what = (

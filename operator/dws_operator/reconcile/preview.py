@@ -117,7 +117,7 @@ def _step(request: RequestView, step: StepPlan, config: ReconcileConfig) -> Prev
     if step.spec.provisioning.mode == ProvisioningMode.CALENDAR and block is not None:
         # Looked at as the block starts (at the earliest it may): the booking approved
         # and its reservation there.
-        start = block.start_time or block.earliest
+        start = block.first_start
         assert start is not None
         booking = plan_booking(request.facts.booking_name, request.uid, step.spec, plan, start)
         now, seen = booking.start, BookingView("FULFILLED", (booking.name,))

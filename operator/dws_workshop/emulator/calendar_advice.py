@@ -39,6 +39,7 @@ from dws_workshop.emulator.calendar_rules import (
     SERVING_ONLY,
     TPU_CHIP_COUNTS,
     TPU_ZONES,
+    parse_instant,
     reserved_count,
 )
 from dws_workshop.emulator.compute_rules import invalid, required
@@ -197,14 +198,7 @@ def _duration(field: str, value: str) -> timedelta:
 
 
 def _instant(field: str, value: str, default: datetime) -> datetime:
-    if not value:
-        return default
-    try:
-        return rfc3339.parse(value)
-    except ValueError as error:
-        raise invalid(field, value, "Must be an RFC 3339 time.", rule="CE-ADVICE-REQUEST") from (
-            error
-        )
+    return parse_instant(field, value, rule="CE-ADVICE-REQUEST") if value else default
 
 
 @behaviour("CE-ADVICE-WINDOWS")

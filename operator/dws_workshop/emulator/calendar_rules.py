@@ -122,7 +122,9 @@ def _window(reservation: compute_v1.FutureReservation, now: datetime) -> Window:
     time_window = reservation.time_window
     if not time_window.start_time:
         raise required("resource.timeWindow.startTime", rule="CE-FR-CALENDAR-DURATION")
-    start = _instant("resource.timeWindow.startTime", time_window.start_time)
+    start = parse_instant(
+        "resource.timeWindow.startTime", time_window.start_time, rule="CE-FR-CALENDAR-DURATION"
+    )
     has_end = bool(time_window.end_time)
     has_duration = "duration" in time_window
     if has_end == has_duration:
@@ -133,7 +135,9 @@ def _window(reservation: compute_v1.FutureReservation, now: datetime) -> Window:
             rule="CE-FR-CALENDAR-DURATION",
         )
     if has_end:
-        end = _instant("resource.timeWindow.endTime", time_window.end_time)
+        end = parse_instant(
+            "resource.timeWindow.endTime", time_window.end_time, rule="CE-FR-CALENDAR-DURATION"
+        )
     else:
         end = start + timedelta(seconds=time_window.duration.seconds)
     if start <= now:
@@ -221,10 +225,9 @@ def reserved_count(reservation: compute_v1.FutureReservation) -> int:
     return sum(r.accelerator.accelerator_count for r in resources)
 
 
-def _instant(field: str, value: str) -> datetime:
+def parse_instant(field: str, value: str, *, rule: str) -> datetime:
+    """An RFC 3339 time of a request's `field`, or Compute's 400 naming it (under `rule`)."""
     try:
         return rfc3339.parse(value)
     except ValueError as error:
-        raise invalid(
-            field, value, "Must be an RFC 3339 time.", rule="CE-FR-CALENDAR-DURATION"
-        ) from (error)
+        raise invalid(field, value, "Must be an RFC 3339 time.", rule=rule) from error
