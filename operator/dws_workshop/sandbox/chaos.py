@@ -167,7 +167,7 @@ class ChaosRun:
                     self._stop_faults.set()
                     faults.join()
                 bed.emulator.set_faults("CreateNodePool", None)
-                finished_nodes = self._nodes_by_pool(api, bed.namespace)
+                finished_nodes = self._billed_nodes(api, bed)
                 self.say("deleting every request")
                 for name in self.kinds:
                     self._delete(api, bed.namespace, name)
@@ -348,6 +348,19 @@ class ChaosRun:
             str(((n.metadata.labels if n.metadata else None) or {}).get(NODE_POOL_LABEL_KEY))
             for n in nodes
         )
+
+    def _billed_nodes(self, api: k8s.ApiClient, bed: Testbed) -> Counter[str]:
+        """Nodes still billed, by pool: of each pool GKE still has, the larger of its own
+        node count and the Node objects labelled with it. A deleted pool bills nothing
+        (its delete operation ends once its VMs are gone) even while its Node objects
+        wait for the node controller to remove them, which is not the operator's part."""
+        objects = self._nodes_by_pool(api, bed.namespace)
+        billed: Counter[str] = Counter()
+        for pool, count in bed.emulator.node_pools(DEFAULT_CLUSTER):
+            nodes = max(count, objects.get(pool.name, 0))
+            if nodes:
+                billed[pool.name] = nodes
+        return billed
 
     # The verdict -----------------------------------------------------------------
 
