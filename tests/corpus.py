@@ -488,6 +488,27 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "spec.provisioning.mode",
         "one slice on a node pool of its own",
     ),
+    (
+        "estimated-order-without-fallback",
+        {"accelerator": tpu("v6e", "4x4"), "provisioning": {"fallbackOrder": "Estimated"}},
+        "spec.provisioning.fallbackOrder",
+        "it needs fallback steps",
+    ),
+    (
+        "estimated-order-calendar",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "mode": "Calendar",
+            "provisioning": {
+                "zones": ["us-east5-a"],
+                "calendar": BLOCK,
+                "fallbackOrder": "Estimated",
+                "fallback": [{"mode": "Spot"}],
+            },
+        },
+        "spec.provisioning.fallbackOrder",
+        "always the first step",
+    ),
 ]
 
 #: Ladders whose broken step only the whole spec shows (the accelerator decides): the

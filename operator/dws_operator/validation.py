@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from dws_operator.api import CalendarBlock, CleanupPolicy, GpuSpec, TpuSpec, TrainingRequestSpec
+from dws_operator.api import (
+    CalendarBlock,
+    CleanupPolicy,
+    FallbackOrder,
+    GpuSpec,
+    TpuSpec,
+    TrainingRequestSpec,
+)
 from dws_operator.catalog import (
     CALENDAR_ADVICE_TPU_DAYS,
     CALENDAR_MAX_DAYS,
@@ -352,14 +359,27 @@ def node_pool_errors(spec: TrainingRequestSpec) -> list[SpecError]:
     return found
 
 
+#: Why fallbackOrder Estimated is refused without fallback steps, or with a Calendar step.
+ESTIMATED_NEEDS_FALLBACK = "Estimated orders the ladder's steps: it needs fallback steps"
+ESTIMATED_NOT_CALENDAR = (
+    "Estimated is not available with mode Calendar: its block is booked ahead, so it is "
+    "always the first step"
+)
+
+
 def ladder_errors(spec: TrainingRequestSpec) -> list[SpecError]:
     """The capacity ladder's rules: each fallback step valid for the accelerator as the
     first step must be, a pool of its own for every step, and a wait that ends on every
     step but the last (else the steps after it are never reached)."""
     steps = spec.provisioning.steps
+    estimated = spec.provisioning.fallback_order == FallbackOrder.ESTIMATED
     if len(steps) == 1:
-        return []
+        if not estimated:
+            return []
+        return [SpecError(f"{PROVISIONING_PATH}.fallbackOrder", ESTIMATED_NEEDS_FALLBACK)]
     found: list[SpecError] = []
+    if estimated and spec.provisioning.mode == ProvisioningMode.CALENDAR:
+        found.append(SpecError(f"{PROVISIONING_PATH}.fallbackOrder", ESTIMATED_NOT_CALENDAR))
     if spec.node_pool.existing:
         found.append(
             SpecError(

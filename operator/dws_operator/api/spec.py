@@ -229,6 +229,16 @@ class CalendarBlock(ApiModel):
         return self.start_time or self.earliest
 
 
+class FallbackOrder(StrEnum):
+    """The order a capacity ladder's steps are tried in."""
+
+    #: As written: spec.provisioning, then each fallback step.
+    AS_WRITTEN = "AsWritten"
+    #: By the estimated wait of each step's kind of capacity (its p50 in the operator's
+    #: history, soonest first), fixed once before the first step.
+    ESTIMATED = "Estimated"
+
+
 class ProvisioningSpec(ApiModel):
     """How capacity is obtained: the first step of the capacity ladder, and the steps to
     fall back on. Immutable after creation."""
@@ -296,12 +306,25 @@ class ProvisioningSpec(ApiModel):
         ),
         json_schema_extra={"x-kubernetes-list-type": "atomic"},
     )
+    fallback_order: FallbackOrder = Field(
+        FallbackOrder.AS_WRITTEN,
+        description=(
+            "The order the ladder's steps are tried in: AsWritten, or Estimated: soonest "
+            "expected first by the p50 wait the operator's history gives each step's kind "
+            "of capacity (steps with no estimate after those with one, as written; a step "
+            "that waits forever stays last). Fixed once, before the first step, in "
+            "status.ladderOrder. Needs fallback steps; not with mode Calendar (its block "
+            "is booked ahead, so it is always the first step)."
+        ),
+    )
 
     @property
     def steps(self) -> list[ProvisioningSpec]:
         """Every step of the ladder as a provisioning of its own (no fallback): this one
         first, then each fallback step with the first step's run and default wait."""
-        first = self.model_copy(update={"fallback": None})
+        first = self.model_copy(
+            update={"fallback": None, "fallback_order": FallbackOrder.AS_WRITTEN}
+        )
         return [first] + [
             self.model_copy(
                 update={
@@ -311,6 +334,7 @@ class ProvisioningSpec(ApiModel):
                     "calendar": None,
                     "max_wait_duration": step.max_wait_duration or self.max_wait_duration,
                     "fallback": None,
+                    "fallback_order": FallbackOrder.AS_WRITTEN,
                 }
             )
             for step in self.fallback or ()

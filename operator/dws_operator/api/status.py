@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from dws_operator.api.base import ApiModel
+from dws_operator.api.spec import MAX_FALLBACK_STEPS
 
 
 class Phase(StrEnum):
@@ -102,7 +103,11 @@ class AttemptOutcome(StrEnum):
 class Attempt(ApiModel):
     """One step of the capacity ladder as it went: where the time went."""
 
-    step: int = Field(ge=1, description="1 is spec.provisioning; 2 its first fallback step.")
+    step: int = Field(
+        ge=1,
+        description="1 is spec.provisioning; 2 its first fallback step (in the order tried: "
+        "status.ladderOrder, when set, says which step as written).",
+    )
     mode: str = Field(description="Provisioning mode of the step.")
     zones: list[str] | None = Field(None, description="Zones of the step's node pool.")
     node_pool: str | None = Field(None, description="The step's node pool (the first slice's).")
@@ -253,8 +258,17 @@ class TrainingRequestStatus(ApiModel):
     step: int | None = Field(
         None,
         ge=1,
-        description="The capacity ladder's step in use (1: spec.provisioning itself); set "
-        "for requests with spec.provisioning.fallback.",
+        description="The capacity ladder's step in use (1: spec.provisioning itself, or the "
+        "first of ladderOrder); set for requests with spec.provisioning.fallback.",
+    )
+    ladder_order: list[int] | None = Field(
+        None,
+        max_length=MAX_FALLBACK_STEPS + 1,
+        description="With spec.provisioning.fallbackOrder Estimated: the ladder's steps in "
+        "the order they are tried, each by its place as written (1: spec.provisioning, "
+        "2: its first fallback step, ...); set once, before the first step. step and "
+        "attempts[].step count in this order.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
     )
     attempts: list[Attempt] | None = Field(
         None,

@@ -15,7 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from dws_operator import rfc3339
-from dws_operator.api import TrainingRequestSpec
+from dws_operator.api import FallbackOrder, TrainingRequestSpec
 from dws_operator.catalog import GpuDriver, GpuType, ProvisioningMode, TpuVersion
 from dws_operator.cli.objects import register_flags, run_objects
 from dws_operator.durations import format_duration
@@ -26,6 +26,7 @@ from dws_operator.planning import SlicePlan, plan_slice
 from dws_operator.reconcile import (
     capacity_key_of,
     describe_estimate,
+    estimated_order,
     plan_booking,
     query_for,
     read_spec,
@@ -396,6 +397,15 @@ def render_estimates(spec: TrainingRequestSpec, ladder: list[SlicePlan], history
             text = describe_estimate(history.estimate(key))
         prefix = f"step {index + 1}: " if len(ladder) > 1 else ""
         lines.append(f"{label:<12}{prefix}{text}")
+    if spec.provisioning.fallback_order == FallbackOrder.ESTIMATED and len(ladder) > 1:
+        estimates = tuple(
+            history.estimate(
+                capacity_key_of(plan.summary(), str(step.mode), tuple(step.zones or ()))
+            )
+            for plan, step in zip(ladder, spec.provisioning.steps, strict=True)
+        )
+        order = estimated_order(tuple(spec.provisioning.steps), estimates)
+        lines.append(f"{'':<12}tried in the order {', '.join(str(i) for i in order)} (Estimated)")
     return "\n".join(lines)
 
 

@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 
 from dws_operator.api import AttemptOutcome, BookingState, TrainingRequestStatus
 from dws_operator.catalog import GpuType, ProvisioningMode, TpuVersion
-from dws_operator.reconcile import RequestFacts, Tally
+from dws_operator.reconcile import RequestFacts, Tally, written_step
 
 #: Time to capacity: seconds (an on-demand VM) to days (flex-start's 7-day wait).
 CAPACITY_BUCKETS = (
@@ -56,7 +56,7 @@ class RequestLabels:
 
 def request_labels(facts: RequestFacts, status: TrainingRequestStatus) -> RequestLabels:
     """The labels of a request as its spec and status say (on its current ladder step)."""
-    step = facts.step_words(status.step)
+    step = facts.step_words(written_step(status, facts.ladder_steps))
     zones = step.zones
     plan = status.plan
     slices = plan.slices if plan else 1

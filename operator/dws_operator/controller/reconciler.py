@@ -72,6 +72,7 @@ from dws_operator.reconcile import (
     abandoned_pool_names,
     decide,
     estimate_key,
+    ladder_keys,
     planned,
     pool_name_for,
     pool_names_for,
@@ -308,6 +309,12 @@ class Reconciler:
         advice = await self.bookings.advise(key, request, observed.now)
         waits_for = estimate_key(request)
         estimate = await self.history.estimate(waits_for) if waits_for else None
+        keys = ladder_keys(request)
+        step_estimates = (
+            tuple([await self.history.estimate(k) if k else None for k in keys])
+            if keys is not None
+            else None
+        )
         workload = provisioning_request_wanted(request, observed.now, self.config)
         queued = (
             await self._provisioning_request(request, workload) if workload is not None else None
@@ -320,6 +327,7 @@ class Reconciler:
             booking=booking,
             advice=advice,
             estimate=estimate,
+            step_estimates=step_estimates,
             provisioning_request=queued,
         )
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from dws_operator.api.spec import MAX_FALLBACK_STEPS
+from dws_operator.api.spec import MAX_FALLBACK_STEPS, FallbackOrder
 from dws_operator.catalog import (
     CALENDAR_ADVICE_TPU_DAYS,
     CALENDAR_MAX_DAYS,
@@ -34,6 +34,8 @@ from dws_operator.durations import DURATION_PATTERN, format_duration
 from dws_operator.multislice import MAX_MULTISLICE_NAME
 from dws_operator.naming import MAX_SLICED_POOL_NAME, max_pool_name
 from dws_operator.validation import (
+    ESTIMATED_NEEDS_FALLBACK,
+    ESTIMATED_NOT_CALENDAR,
     FLEX_START_MODES,
     FLEX_START_UNSUPPORTED_GPUS,
     FLEX_START_UNSUPPORTED_TPUS,
@@ -257,6 +259,19 @@ def provisioning_rules() -> list[Rule]:
         Rule(
             "self == oldSelf",
             "spec.provisioning is immutable; create a new TrainingRequest instead",
+        ),
+        Rule(
+            f"!has(self.fallbackOrder) || self.fallbackOrder != {lit(FallbackOrder.ESTIMATED)} "
+            "|| (has(self.fallback) && size(self.fallback) > 0)",
+            f"fallbackOrder: {ESTIMATED_NEEDS_FALLBACK}",
+            ".fallbackOrder",
+        ),
+        Rule(
+            f"!has(self.fallbackOrder) || self.fallbackOrder != {lit(FallbackOrder.ESTIMATED)} "
+            f"|| self.mode != {lit(ProvisioningMode.CALENDAR)}",
+            f"fallbackOrder: {ESTIMATED_NOT_CALENDAR}",
+            ".fallbackOrder",
+            needs=("mode",),
         ),
     ]
 

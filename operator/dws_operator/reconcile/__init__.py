@@ -56,16 +56,19 @@ from dws_operator.reconcile.observed import (
     ProvisioningRequestView,
     RequestView,
 )
+from dws_operator.reconcile.order import ORDERED, estimated_order, ladder_keys
 from dws_operator.reconcile.preview import PreviewStep, Refused, preview
 from dws_operator.reconcile.step import (
     Planned,
     StepPlan,
     abandoned_pool_names,
     attempt_number,
+    ladder_order,
     planned,
     pool_name_for,
     pool_names_for,
     step_pool_names,
+    written_step,
 )
 from dws_operator.reconcile.stuck import RECOVERED, provisioning_request_wanted
 from dws_operator.reconcile.tally import Tally, capacity_key_of, tally
@@ -80,6 +83,7 @@ __all__ = [
     "HELD_BACK_SECONDS",
     "MAX_RECOVERIES",
     "NO_WINDOW",
+    "ORDERED",
     "RECOVERED",
     "RUNNING_POLL_SECONDS",
     "STUCK_AFTER_SECONDS",
@@ -124,6 +128,9 @@ __all__ = [
     "decide",
     "describe_estimate",
     "estimate_key",
+    "estimated_order",
+    "ladder_keys",
+    "ladder_order",
     "plan_booking",
     "planned",
     "pool_name_for",
@@ -135,4 +142,5 @@ __all__ = [
     "step_pool_names",
     "step_provisioning",
     "tally",
+    "written_step",
 ]

@@ -33,6 +33,7 @@ from dws_operator.reconcile.decision import (
 from dws_operator.reconcile.estimates import show_estimate
 from dws_operator.reconcile.ladder import begin_attempt, next_step, wait_ran_out
 from dws_operator.reconcile.observed import Observed
+from dws_operator.reconcile.order import order_ladder, order_pending
 from dws_operator.reconcile.pools import ensure_pools, gke_too_old, zones_outside
 from dws_operator.reconcile.step import StepPlan, planned
 from dws_operator.reconcile.tally import account_phase_time, tally
@@ -68,6 +69,8 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
     result = planned(run.request)
     if isinstance(result, InvalidSpec):
         return _invalid(run, result)
+    if order_pending(run.request):
+        return order_ladder(run, observed.step_estimates)
     spec, plan = result.spec, result.plan
     abandon(run)
     for stale in run.observed.stale_jobs:

@@ -209,6 +209,9 @@ class Observed:
     #: The history's estimate for the kind of capacity the request waits for
     #: (`reconcile.estimates.estimate_key`); None when not asked.
     estimate: Estimate | None = None
+    #: The history's estimate for each ladder step as written, asked while the ladder
+    #: waits to be ordered by estimate (`reconcile.order.ladder_keys`); None otherwise.
+    step_estimates: tuple[Estimate | None, ...] | None = None
     #: The ProvisioningRequest of the request's current workload, read once its wait is
     #: long enough that it may have stuck (`reconcile.stuck.provisioning_request_wanted`);
     #: None when not read or not there.

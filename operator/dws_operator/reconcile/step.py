@@ -110,7 +110,8 @@ def _plan(request: RequestView) -> Planned:
         if spec.ladder_steps > 1:
             _every_step_placed(spec, site)
         step = step_of(request)
-        stepped = spec.at_step(step) if spec.ladder_steps > 1 else spec
+        order = ladder_order(request.status.ladder_order, spec.ladder_steps)
+        stepped = spec.at_step(order[step] - 1) if spec.ladder_steps > 1 else spec
         plan = plan_slice(
             stepped,
             pool_name=pool_name_for(request),
@@ -119,7 +120,23 @@ def _plan(request: RequestView) -> Planned:
         )
     except InvalidSpec as invalid:
         return invalid
-    return StepPlan(stepped, plan, tuple(spec.provisioning.steps), step)
+    steps = spec.provisioning.steps
+    return StepPlan(stepped, plan, tuple(steps[written - 1] for written in order), step)
+
+
+def ladder_order(recorded: list[int] | None, steps: int) -> tuple[int, ...]:
+    """The ladder's steps in the order tried, each by its place as written (1-based):
+    `status.ladderOrder` when it orders every step once, else as written."""
+    written = tuple(range(1, steps + 1))
+    if recorded is None or sorted(recorded) != list(written):
+        return written
+    return tuple(recorded)
+
+
+def written_step(status: TrainingRequestStatus, steps: int) -> int:
+    """The step in use (`status.step`, in the order tried) by its place as written."""
+    order = ladder_order(status.ladder_order, steps)
+    return order[min(max(status.step or 1, 1), steps) - 1]
 
 
 def _every_step_placed(spec: TrainingRequestSpec, site: ClusterSite | None) -> None:

@@ -123,3 +123,50 @@ def test_plan_reads_the_estimate_from_the_cluster(
     # A history not made yet: no data.
     assert main([*argv, f"{namespace}/none-yet"]) == 0
     assert f"step 1: no data yet for {KEY}" in capsys.readouterr().out
+
+
+def test_a_ladder_ordered_by_estimate_starts_on_the_step_the_history_says_is_soonest(
+    devcluster: DevCluster,
+    training_request_crd: str,
+    api: k8s.ApiClient,
+    namespace: str,
+    operator_config: OperatorConfig,
+    scenario: Scenario,
+) -> None:
+    history = History()
+    for minutes in (2, 3, 4):
+        history.add("nvidia-l4.8_GPUs.x1.Spot.any", Wait(minutes * 60.0, False, T0))
+    for hours in (2, 3, 4):
+        history.add(KEY, Wait(hours * 3600.0, False, T0))
+    k8s.CoreV1Api(api).create_namespaced_config_map(
+        "default", {"metadata": {"name": f"order-{namespace}"}, "data": history.to_data()}
+    )
+    config = dataclasses.replace(operator_config, capacity_history=f"order-{namespace}")
+    with OperatorThread(config, kubeconfig=devcluster.kubeconfig):
+        scenario.create(
+            gpu("nvidia-l4"),
+            provisioning={
+                "maxWaitDuration": "1h",
+                "fallbackOrder": "Estimated",
+                "fallback": [{"mode": "OnDemand"}, {"mode": "Spot"}],
+            },
+        )
+        status = eventually(
+            lambda: (scenario.status().get("attempts") or None) and scenario.status(),
+            what="the first step begun",
+        )
+        name = status["nodePool"]["name"]
+        [pool] = eventually(
+            lambda: [
+                p for p, _ in scenario.emulator.node_pools(scenario.cluster) if p.name == name
+            ],
+            what="the first step's pool",
+        )
+    assert status["ladderOrder"] == [3, 1, 2]
+    assert [(a["step"], a["mode"]) for a in status["attempts"]] == [(1, "Spot")]
+    assert pool.config.spot
+    events = scenario.core.list_namespaced_event(
+        scenario.namespace, field_selector=f"involvedObject.name={scenario.name}"
+    ).items
+    [ordered] = [e for e in events if e.reason == "LadderOrdered"]
+    assert ordered.message.startswith("steps by estimated wait: 3 (Spot, p50 3m), 1 (FlexStart")
