@@ -7,17 +7,21 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime, timedelta
 
-from dws_operator.api import Phase
+from dws_operator.api import AttemptOutcome, Phase, TrainingRequestStatus
 from dws_operator.controller.provreqs import provisioning_request_of
+from dws_operator.controller.workloads import WorkloadOwner, workload_owner
 from dws_operator.reconcile import (
     RECOVERED,
     CreateJob,
     DeleteJob,
+    DeleteNodePool,
+    OperationView,
     ProvisioningRequestView,
     ReconcileConfig,
     provisioning_request_wanted,
 )
 from dws_operator.reconcile.observed import Observed
+from dws_operator.reconcile.stuck import DEACTIVATED
 from tests.unit.decisions import (
     GPU_TWO,
     KUEUE,
@@ -39,12 +43,20 @@ QUEUED = with_(QUEUED, queueName="team-a")
 STUCK = KUEUE.stuck_after_seconds
 
 
-def waiting(now: datetime, accepted: datetime | None, **status: object) -> Observed:
+def waiting(
+    now: datetime,
+    accepted: datetime | None,
+    *,
+    body: dict[str, object] = QUEUED,
+    status: TrainingRequestStatus | None = None,
+    job: str = NAME,
+    **fields: object,
+) -> Observed:
     """The queued request's Job waiting (suspended by Kueue), its pool up with no node,
     and Kueue's ProvisioningRequest for it Accepted at `accepted`."""
-    before = status_at(Phase.WAITING_FOR_CAPACITY, QUEUED, requested=T0, **status)  # type: ignore[arg-type]
+    before = status or status_at(Phase.WAITING_FOR_CAPACITY, body, requested=T0, **fields)  # type: ignore[arg-type]
     obs = observed(
-        QUEUED, before, pool=pool_for(QUEUED), job=job_view(ready=0), service=True, now=now
+        body, before, pool=pool_for(body), job=job_view(job, ready=0), service=True, now=now
     )
     seen = ProvisioningRequestView(f"job-{NAME}-abcde-dws-0", accepted, provisioned=False)
     return dataclasses.replace(obs, provisioning_request=seen)
@@ -147,3 +159,192 @@ def test_the_provisioning_request_is_the_workloads_own_not_a_namesakes() -> None
     assert (found.provisioned, found.failed) == (False, False)
     assert provisioning_request_of(items, "JobSet", "train") is not None
     assert provisioning_request_of(items, "Job", "tra") is None
+
+
+# -- a workload Kueue deactivated -----------------------------------------------------------
+
+#: Kueue's Evicted message when it rejected the ProvisioningRequest check.
+GAVE_UP = (
+    "The workload is deactivated due to AdmissionCheck in Rejected state: "
+    '"dws-queued-provisioning" (Provisioning Request wasn\'t provisioned)'
+)
+#: The queued request with a Spot step after it.
+LADDER = with_(QUEUED, provisioning={"maxWaitDuration": "10h", "fallback": [{"mode": "Spot"}]})
+
+
+def deactivated(body: dict[str, object], **status: object) -> Observed:
+    """The request's Job suspended, its Workload deactivated by Kueue, an hour in."""
+    before = status_at(Phase.WAITING_FOR_CAPACITY, body, requested=T0, **status)  # type: ignore[arg-type]
+    return observed(
+        body,
+        before,
+        pool=pool_for(body),
+        job=job_view(ready=0, deactivated=GAVE_UP),
+        service=True,
+        now=T0 + HOUR,
+    )
+
+
+def test_a_workload_kueue_deactivated_is_asked_for_again_at_once() -> None:
+    decision = run(deactivated(QUEUED), KUEUE)
+    assert only(decision.actions, DeleteJob) == [DeleteJob(NAME, "Job")]
+    assert decision.status.recoveries == 1
+    assert decision.status.phase == Phase.WAITING_FOR_CAPACITY
+    [event] = [e for e in decision.events if e.reason == RECOVERED]
+    assert event.message.startswith(f"Kueue deactivated the workload of {NAME}: {GAVE_UP}")
+    assert event.message.endswith("asking again with a new Job (recovery 1/2)")
+
+
+def test_one_a_person_deactivated_or_kueue_did_not_is_left_waiting() -> None:
+    waiting_ = deactivated(QUEUED)
+    assert waiting_.job is not None
+    active = dataclasses.replace(waiting_, job=dataclasses.replace(waiting_.job, deactivated=None))
+    decision = run(active, KUEUE)
+    assert only(decision.actions, DeleteJob) == []
+    assert decision.status.phase == Phase.WAITING_FOR_CAPACITY
+
+
+def test_recoveries_used_up_a_deactivated_workload_fails_on_the_last_step() -> None:
+    decision = run(deactivated(QUEUED, recoveries=KUEUE.max_recoveries), KUEUE)
+    assert decision.status.phase == Phase.FAILED
+    assert only(decision.actions, DeleteJob) == [DeleteJob(NAME, "Job")]
+    [completed] = [c for c in decision.status.conditions or [] if c.type == "Completed"]
+    assert completed.reason == DEACTIVATED
+    assert (
+        completed.message
+        == f"Kueue deactivated the workload of {NAME}: {GAVE_UP} after 2 recoveries"
+    )
+
+
+def test_recoveries_used_up_a_ladder_moves_on_to_its_next_step() -> None:
+    first = run(deactivated(LADDER), KUEUE)
+    # The first pass on a ladder begins its attempt; the deactivated Job is asked again.
+    assert first.status.recoveries == 1
+    attempts = first.status.attempts or []
+    assert [a.recoveries for a in attempts] == [1]
+    attempts[-1].recoveries = KUEUE.max_recoveries
+    again = observed(
+        LADDER,
+        first.status,
+        pool=pool_for(LADDER),
+        job=job_view(f"{NAME}-r1", ready=0, deactivated=GAVE_UP),
+        service=True,
+        now=T0 + 2 * HOUR,
+    )
+    moved = run(again, KUEUE)
+    assert moved.status.step == 2
+    [ended] = (moved.status.attempts or [])[:1]
+    assert ended.outcome == AttemptOutcome.STUCK
+    assert "Kueue deactivated the workload" in (ended.message or "")
+
+
+def test_a_stuck_provisioning_request_with_its_recoveries_used_moves_down_the_ladder() -> None:
+    now = T0 + timedelta(seconds=STUCK) + 2 * HOUR
+    first = run(waiting(now, T0 + HOUR, body=LADDER), KUEUE)
+    # The ladder's first pass begins its attempt, and asks again (the first recovery).
+    attempts = first.status.attempts or []
+    assert [(a.step, a.recoveries) for a in attempts] == [(1, 1)]
+    attempts[-1].recoveries = KUEUE.max_recoveries
+    again = waiting(now, T0 + HOUR, body=LADDER, status=first.status, job=f"{NAME}-r1")
+    moved = run(again, KUEUE)
+    assert moved.status.step == 2
+    ended = (moved.status.attempts or [])[0]
+    assert ended.outcome == AttemptOutcome.STUCK
+    assert "2 recoveries used" in (ended.message or "")
+    assert only(moved.actions, DeleteJob) == [DeleteJob(f"{NAME}-r1", "Job")]
+
+
+def test_kueue_says_who_deactivated_a_workload() -> None:
+    def workload(active: bool, reason: str | None, owner: str = "Job") -> dict[str, object]:
+        conditions = [{"type": "Evicted", "status": "True", "reason": reason, "message": "m"}]
+        return {
+            "metadata": {"ownerReferences": [{"kind": owner, "name": "train-r1"}]},
+            "spec": {"active": active},
+            "status": {"conditions": conditions if reason else []},
+        }
+
+    assert workload_owner(workload(False, "DeactivatedDueToAdmissionCheck")) == WorkloadOwner(
+        "jobs", "train-r1", "m"
+    )
+    assert workload_owner(workload(False, "DeactivatedDueToAdmissionCheck", "JobSet")) == (
+        WorkloadOwner("jobsets", "train-r1", "m")
+    )
+    # A person's deactivation (reason Deactivated alone), an active one, an evicted one.
+    assert workload_owner(workload(False, "Deactivated")) == WorkloadOwner("jobs", "train-r1", None)
+    assert workload_owner(workload(True, None)) == WorkloadOwner("jobs", "train-r1", None)
+    assert workload_owner(workload(True, "Preempted")) == WorkloadOwner("jobs", "train-r1", None)
+    assert workload_owner(workload(False, "DeactivatedDueToX", "Pod")) is None
+
+
+# -- a flex-start pool that sits at zero ----------------------------------------------------
+
+FLEX_LADDER = with_(
+    GPU_TWO, provisioning={"maxWaitDuration": "10h", "fallback": [{"mode": "Spot"}]}
+)
+
+
+def at_zero(body: dict[str, object], now: datetime, **status: object) -> Observed:
+    """The flex-start request's Job waiting, its pool up with no node and no operation."""
+    before = status_at(Phase.WAITING_FOR_CAPACITY, body, requested=T0, **status)  # type: ignore[arg-type]
+    return observed(body, before, pool=pool_for(body), job=job_view(ready=0), service=True, now=now)
+
+
+def test_a_flex_start_pool_at_zero_past_the_threshold_is_made_again() -> None:
+    early = run(at_zero(GPU_TWO, T0 + timedelta(seconds=STUCK - 60)), KUEUE)
+    assert only(early.actions, DeleteNodePool) == []
+    assert early.requeue_after is not None
+    assert early.requeue_after <= 61
+    now = T0 + timedelta(seconds=STUCK)
+    decision = run(at_zero(GPU_TWO, now), KUEUE)
+    pool = pool_for(GPU_TWO).name
+    assert only(decision.actions, DeleteNodePool) == [DeleteNodePool(pool)]
+    assert only(decision.actions, DeleteJob) == [DeleteJob(NAME, "Job")]
+    assert (decision.status.recoveries, decision.status.recovered_at) == (1, now)
+    [event] = [e for e in decision.events if e.reason == RECOVERED]
+    assert event.message.startswith(f"node pool {pool}: no node and no operation 4.0h after")
+    # The threshold counts again from the recovery, on the operator's clock.
+    again = at_zero(GPU_TWO, now + HOUR, recoveries=1)
+    again = dataclasses.replace(
+        again,
+        request=dataclasses.replace(
+            again.request,
+            status=again.request.status.model_copy(update={"recovered_at": now}),
+        ),
+    )
+    assert only(run(again, KUEUE).actions, DeleteNodePool) == []
+
+
+def test_a_flex_start_pool_with_nodes_or_an_operation_is_not_stuck() -> None:
+    now = T0 + timedelta(seconds=STUCK) + HOUR
+    obs = at_zero(GPU_TWO, now)
+    pool = pool_for(GPU_TWO).name
+    nodes = dataclasses.replace(obs, nodes_by_pool={pool: 1})
+    assert only(run(nodes, KUEUE).actions, DeleteNodePool) == []
+    busy = dataclasses.replace(obs, operations={pool: OperationView("ScaleDown", True)})
+    assert only(run(busy, KUEUE).actions, DeleteNodePool) == []
+    off = ReconcileConfig(kueue=True, location="us-east5", stuck_after_seconds=0)
+    assert only(run(obs, off).actions, DeleteNodePool) == []
+    queued = waiting(now, None)
+    assert only(run(queued, KUEUE).actions, DeleteNodePool) == []
+
+
+def test_a_flex_start_pool_still_at_zero_after_its_recoveries_moves_down_the_ladder() -> None:
+    now = T0 + timedelta(seconds=STUCK) + HOUR
+    first = run(at_zero(FLEX_LADDER, now), KUEUE)
+    attempts = first.status.attempts or []
+    assert [(a.step, a.recoveries) for a in attempts] == [(1, 1)]
+    attempts[-1].recoveries = KUEUE.max_recoveries
+    status = first.status.model_copy(update={"recovered_at": T0})
+    later = observed(
+        FLEX_LADDER,
+        status,
+        pool=pool_for(FLEX_LADDER),
+        job=job_view(f"{NAME}-r1", ready=0),
+        service=True,
+        now=now,
+    )
+    moved = run(later, KUEUE)
+    assert moved.status.step == 2
+    ended = (moved.status.attempts or [])[0]
+    assert ended.outcome == AttemptOutcome.STUCK
+    assert "no node and no operation" in (ended.message or "")

@@ -60,6 +60,11 @@ or in each one served.
 - apiGroups: ["kueue.x-k8s.io"]
   resources: ["localqueues"]
   verbs: ["get", "list", "watch"]
+# Kueue's Workloads, watched: one Kueue deactivated (it gave up on it) is asked for again,
+# or its request moves on, instead of waiting for nothing (never written).
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads"]
+  verbs: ["get", "list", "watch"]
 # The ProvisioningRequest Kueue made for a queued request, listed once the request has
 # waited long enough that it may have stuck (never written: recovery goes through Kueue).
 - apiGroups: ["autoscaling.x-k8s.io"]

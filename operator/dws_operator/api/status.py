@@ -94,6 +94,9 @@ class AttemptOutcome(StrEnum):
     QUOTA_EXCEEDED = "QuotaExceeded"
     #: Its nodes were taken back more often than maxRestarts allows on one step.
     PREEMPTED = "Preempted"
+    #: It stopped making progress (a ProvisioningRequest stuck, a workload Kueue gave up
+    #: on) and asking again did not help: its recoveries were used up.
+    STUCK = "Stuck"
     #: The request failed on it for another reason (the request's message says which).
     FAILED = "Failed"
     #: The request was deleted during it.
@@ -254,6 +257,9 @@ class TrainingRequestStatus(ApiModel):
         description="Requests for capacity made again because the last one stuck (a "
         "ProvisioningRequest Accepted and not provisioned for too long): a new workload "
         "attempt each, not counted as restarts.",
+    )
+    recovered_at: datetime | None = Field(
+        None, description="When the last recovery asked for the capacity again."
     )
     step: int | None = Field(
         None,

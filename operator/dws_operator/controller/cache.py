@@ -197,6 +197,8 @@ class KubeCache:
         self.node_counts: Counter[str] = Counter()
         #: Kueue's LocalQueues by namespace; None while Kueue is not used (no check).
         self._local_queues: dict[str, set[str]] | None = None
+        #: Our Jobs and JobSets whose Kueue Workload is deactivated: Kueue's word why.
+        self._deactivated: dict[Key, str] = {}
 
     # -- TrainingRequests -----------------------------------------------------------
 
@@ -337,6 +339,24 @@ class KubeCache:
         if self._local_queues is None:
             return None
         return frozenset(self._local_queues.get(namespace, ()))
+
+    # -- Kueue's Workloads ---------------------------------------------------------------
+
+    def put_workload(self, namespace: str, owner: str, deactivated: str | None) -> bool:
+        """Whether the Workload of our Job or JobSet `owner` is deactivated (Kueue's word
+        why) or not (None); whether that changed."""
+        key = (namespace, owner)
+        before = self._deactivated.get(key)
+        if deactivated is None:
+            self._deactivated.pop(key, None)
+        else:
+            self._deactivated[key] = deactivated
+        return before != deactivated
+
+    def deactivated(self, namespace: str, owner: str) -> str | None:
+        """Kueue's word why the Workload of `owner` is deactivated; None when it is not
+        (or unknown)."""
+        return self._deactivated.get((namespace, owner))
 
     # -- Nodes ------------------------------------------------------------------------
 

@@ -28,6 +28,8 @@ from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 
 #: Kueue's LocalQueues (plural), watched to tell a request whose queue does not exist.
 LOCAL_QUEUES = "localqueues"
+#: Kueue's Workloads (plural), watched to tell a request whose workload Kueue deactivated.
+WORKLOADS = "workloads"
 
 #: Connections kept to the API server, shared by the reconcile workers and the Event
 #: poster: a pass makes a call or two, a few milliseconds each, so five carry hundreds
@@ -39,6 +41,7 @@ CONNECTIONS = 5
 __all__ = [
     "FIELD_MANAGER",
     "LOCAL_QUEUES",
+    "WORKLOADS",
     "ApiError",
     "Conflict",
     "Connection",
@@ -85,6 +88,7 @@ _KINDS = {
     PLURAL: (GROUP, VERSION),
     JOBSET_PLURAL: (JOBSET_GROUP, JOBSET_VERSION),
     LOCAL_QUEUES: (KUEUE_GROUP, KUEUE_API_VERSION),
+    WORKLOADS: (KUEUE_GROUP, KUEUE_API_VERSION),
 }
 
 

@@ -280,6 +280,8 @@ async def observe(request: RequestView, created: str, sources: Sources) -> Obser
     current = job_name(request.name, attempt_number(request.status))
     kind = request.facts.workload_kind
     job, ours = _workload(cache, request, kind, current)
+    if job is not None and job.ours:
+        job = dataclasses.replace(job, deactivated=cache.deactivated(request.namespace, job.name))
     existing = request.facts.existing
     if existing and views[0] is None and not request.deleting:
         # Someone else's pool, possibly made after the last listing: a missing pool fails

@@ -23,7 +23,7 @@ from dws_operator.controller.cache import Key, KubeCache, key_of
 from dws_operator.controller.config import OperatorConfig, OperatorTime
 from dws_operator.controller.fence import FENCE, LeaseLost
 from dws_operator.controller.history import FLUSH_SECONDS, CapacityHistory
-from dws_operator.controller.kube import LOCAL_QUEUES, ApiError, Connection, KubeApi
+from dws_operator.controller.kube import LOCAL_QUEUES, WORKLOADS, ApiError, Connection, KubeApi
 from dws_operator.controller.login import LoginError
 from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.controller.observe import FactsMemo, Sources
@@ -31,6 +31,7 @@ from dws_operator.controller.operations import OperationScheduler, PoolOperation
 from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.controller.reconciler import Reconciler
 from dws_operator.controller.reuse import PoolShelf
+from dws_operator.controller.workloads import workload_owner
 from dws_operator.controller.workqueue import WorkQueue, run_workers
 from dws_operator.gke import GkeError, NodePoolClient
 from dws_operator.gke import connect as connect_gke
@@ -186,6 +187,10 @@ class Controller:
                 self.cache.put_jobset(item)
             async for item in kube.listing("jobs", JOBSET_NAME_LABEL, namespaces):
                 self.cache.put_job(item)
+        if kueue:
+            # After the Jobs and JobSets: a Workload is kept only for one of ours.
+            async for item in kube.listing(WORKLOADS, "", namespaces):
+                self.on_event(WORKLOADS, False, item)
         async for item in kube.listing("services", REQUEST_LABEL, namespaces):
             self.cache.put_service(item)
         async for item in kube.listing("nodes", NODE_POOL_LABEL_KEY):
@@ -212,6 +217,9 @@ class Controller:
                     if waiting[0] == namespace:
                         self.queue.add(waiting)
             return
+        if kind == WORKLOADS:
+            self._on_workload(key[0], deleted, body)
+            return
         if kind == "nodes":
             name = str((body.get("metadata") or {}).get("name"))
             pool = cache.remove_node(name) if deleted else cache.put_node(body)
@@ -234,6 +242,19 @@ class Controller:
             request = ((jobset.get("metadata") or {}).get("labels") or {}).get(REQUEST_LABEL)
         if request is not None:
             self.queue.add((key[0], request))
+
+    def _on_workload(self, namespace: str, deleted: bool, body: Mapping[str, Any]) -> None:
+        """A Kueue Workload's event: whether Kueue deactivated one of our Jobs' or
+        JobSets' (kept for that Job or JobSet), its request woken when that changed."""
+        owner = workload_owner(body)
+        if owner is None:
+            return
+        request = self.cache.owner_of(owner.kind, (namespace, owner.name))
+        if request is None:
+            return  # not ours (a Job's Workload comes after the Job's own event)
+        deactivated = None if deleted else owner.deactivated
+        if self.cache.put_workload(namespace, owner.name, deactivated):
+            self.queue.add(request)
 
     async def relist(self) -> int:
         """List again what the watches follow (not Kueue's LocalQueues: a queue deleted

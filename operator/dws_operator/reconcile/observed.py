@@ -80,6 +80,10 @@ class JobView:
     ready: int = 0
     #: Failed because a pod lost its node (spot preemption, node loss), not by its code.
     disrupted: bool = False
+    #: Kueue deactivated its Workload (gave up on it: a ProvisioningRequest that failed
+    #: more often than Kueue retries, capacity revoked): Kueue's word why. It stays
+    #: suspended for good.
+    deactivated: str | None = None
 
 
 @dataclass(frozen=True)

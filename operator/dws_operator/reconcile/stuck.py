@@ -19,22 +19,27 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from dws_operator.api import Phase
+from dws_operator.api import AttemptOutcome, Phase
 from dws_operator.catalog import ProvisioningMode
 from dws_operator.reconcile import conditions as cond
-from dws_operator.reconcile.actions import DeleteJob
+from dws_operator.reconcile.actions import DeleteJob, DeleteNodePool
+from dws_operator.reconcile.cleanup import clean_up
 from dws_operator.reconcile.decision import (
     NEXT_STEP_SECONDS,
     Decision,
     Draft,
     Event,
     ReconcileConfig,
+    pool_list,
 )
-from dws_operator.reconcile.observed import PoolState, RequestView
+from dws_operator.reconcile.ladder import next_step
+from dws_operator.reconcile.observed import JobView, PoolState, RequestView
 from dws_operator.reconcile.step import StepPlan, planned
 
 #: The Event a recovery is told with.
 RECOVERED = "StuckRequestRecovered"
+#: The failure of a request on its last step whose workload Kueue deactivated.
+DEACTIVATED = "WorkloadDeactivated"
 
 
 def provisioning_request_wanted(
@@ -84,25 +89,108 @@ def recover_if_stuck(
         return None  # no pool ready (made again first), or nodes there: not stuck
     accepted_for = (run.now - seen.accepted_at).total_seconds()
     left = threshold - accepted_for
-    status = run.status
-    attempts = status.attempts or []
-    current = attempts[-1] if attempts and len(step.ladder) > 1 else None
-    used = current.recoveries if current is not None else status.recoveries
-    if used >= config.max_recoveries:
-        return None
     if left > 0:
         run.wake_within(left + 1.0)
         return None
+    hours = accepted_for / 3600
+    why = f"ProvisioningRequest {seen.name} was Accepted {hours:.1f}h ago and not provisioned"
+    used = recoveries_used(run, step)
+    if used < config.max_recoveries:
+        return ask_again(run, step, job_name, why, used, config)
+    if step.step + 1 < len(step.ladder):
+        # Asked again as often as it may: the next step's capacity, not more waiting.
+        return next_step(run, step, AttemptOutcome.STUCK, f"{why}, {used} recoveries used")
+    return None
+
+
+def recover_if_deactivated(
+    run: Draft, step: StepPlan, config: ReconcileConfig, job: JobView
+) -> Decision | None:
+    """A workload Kueue deactivated (it gave up on it; its Job stays suspended for good):
+    asked for again with a new workload while recoveries are left; then the next step
+    of the ladder; on the last step the request fails WorkloadDeactivated rather than
+    wait for nothing. None when Kueue did not deactivate it."""
+    if job.deactivated is None or not job.ours:
+        return None
+    why = f"Kueue deactivated the workload of {job.name}: {job.deactivated}"
+    used = recoveries_used(run, step)
+    if used < config.max_recoveries:
+        return ask_again(run, step, job.name, why, used, config)
+    if step.step + 1 < len(step.ladder):
+        return next_step(run, step, AttemptOutcome.STUCK, f"{why} ({used} recoveries used)")
+    tried = f" after {used} recoveries" if used else ""
+    run.fail(DEACTIVATED, f"{why}{tried}")
+    return clean_up(run, step.spec)
+
+
+def recover_if_pool_stuck(
+    run: Draft, step: StepPlan, config: ReconcileConfig, job: JobView
+) -> Decision | None:
+    """A flex-start step whose pools have had no node, and no operation of ours, for
+    `stuck_after_seconds` since it asked (or last recovered): its pools are deleted (made again
+    by the next passes: a new pool is a new node group, with none of the cluster
+    autoscaler's back-off after failed scale-ups) and its workload made again, while
+    recoveries are left; then the ladder's next step. On the last step the wait runs
+    its course (maxWaitDuration). None when not stuck; then a timer for when it would be."""
+    threshold = config.stuck_after_seconds
+    if threshold <= 0 or step.ladder[step.step].mode != ProvisioningMode.FLEX_START:
+        return None
+    observed, status = run.observed, run.status
+    pools = observed.slice_pools(len(step.plan.pool_names))
+    # On the operator's own clock: since the step asked, or since the last recovery.
+    since = max((t for t in (status.requested_at, status.recovered_at) if t), default=None)
+    if (
+        since is None
+        or job.ready > 0
+        or any(
+            p is None
+            or not p.ours
+            or p.state != PoolState.RUNNING
+            or p.name in observed.operations
+            or observed.nodes_by_pool.get(p.name)
+            for p in pools
+        )
+    ):
+        return None  # pools on their way, being changed, or with nodes: progress
+    waited = (run.now - since).total_seconds()
+    if waited < threshold:
+        run.wake_within(threshold - waited + 1.0)
+        return None
+    names = pool_list([p.name for p in pools if p is not None])
+    why = f"{names}: no node and no operation {waited / 3600:.1f}h after asking"
+    used = recoveries_used(run, step)
+    if used < config.max_recoveries:
+        for pool in pools:
+            if pool is not None:
+                run.act(DeleteNodePool(pool.name))
+        return ask_again(run, step, job.name, f"{why}; its pool is made again", used, config)
+    if step.step + 1 < len(step.ladder):
+        return next_step(run, step, AttemptOutcome.STUCK, f"{why}, {used} recoveries used")
+    return None
+
+
+def recoveries_used(run: Draft, step: StepPlan) -> int:
+    """Recoveries made on the current ladder step (the request's, without a ladder)."""
+    status = run.status
+    attempts = status.attempts or []
+    current = attempts[-1] if attempts and len(step.ladder) > 1 else None
+    return current.recoveries if current is not None else status.recoveries
+
+
+def ask_again(
+    run: Draft, step: StepPlan, job_name: str, why: str, used: int, config: ReconcileConfig
+) -> Decision:
+    """A recovery: the workload deleted and made again as a new attempt (a new Kueue
+    Workload, so a new ProvisioningRequest), counted, told and metered."""
+    status = run.status
     status.recoveries += 1
-    if current is not None:
-        current.recoveries += 1
+    status.recovered_at = run.now
+    attempts = status.attempts or []
+    if attempts and len(step.ladder) > 1:
+        attempts[-1].recoveries += 1
     kind = run.request.facts.workload_kind
     run.act(DeleteJob(job_name, kind))
-    hours = accepted_for / 3600
-    message = (
-        f"ProvisioningRequest {seen.name} was Accepted {hours:.1f}h ago and not provisioned: "
-        f"asking again with a new {kind} (recovery {used + 1}/{config.max_recoveries})"
-    )
+    message = f"{why}: asking again with a new {kind} (recovery {used + 1}/{config.max_recoveries})"
     run.condition(cond.CAPACITY_PROVISIONED, "False", "Recovering", message)
     run.decision.events.append(Event("Warning", RECOVERED, message))
     return run.phase(Phase.WAITING_FOR_CAPACITY, message, NEXT_STEP_SECONDS)

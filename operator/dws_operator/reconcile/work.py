@@ -20,7 +20,11 @@ from dws_operator.reconcile.decision import (
 )
 from dws_operator.reconcile.ladder import next_step, wait_ran_out
 from dws_operator.reconcile.step import StepPlan, attempt_number
-from dws_operator.reconcile.stuck import recover_if_stuck
+from dws_operator.reconcile.stuck import (
+    recover_if_deactivated,
+    recover_if_pool_stuck,
+    recover_if_stuck,
+)
 from dws_operator.workload import (
     RequestRef,
     job_name,
@@ -104,7 +108,11 @@ def ensure_workload(run: Draft, step: StepPlan, config: ReconcileConfig) -> Deci
         return run.phase(Phase.RUNNING, f"Running on {shape(plan)}", config.running_poll_seconds)
     if timed_out(run, plan):
         return wait_ran_out(run, step)
-    recovered = recover_if_stuck(run, step, config, job.name)
+    recovered = (
+        recover_if_deactivated(run, step, config, job)
+        or recover_if_stuck(run, step, config, job.name)
+        or recover_if_pool_stuck(run, step, config, job)
+    )
     if recovered is not None:
         return recovered
     ensure_service()

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -47,6 +48,8 @@ NAMESPACE = "default"
 CALENDAR_CLOCK = 3600.0
 #: How long before a calendar block the sandbox's calendar starts.
 CALENDAR_LEAD = timedelta(hours=2)
+#: Booking states of a booking Compute has (reviewed, approved, delivered or ended).
+BOOKING_SEEN = frozenset({"UnderReview", "Approved", "Delivered", "Ended", "Declined"})
 #: GKE's minutes as seconds: capacity after 5 simulated minutes arrives after 5 s.
 DEFAULT_SCENARIO = SimScenario(clock_factor=60.0, capacity=[CapacityRule(after_seconds=300.0)])
 
@@ -166,9 +169,14 @@ class Sandbox:
                 f"(GKE emulator at {emulator.endpoint}, clock x{scenario.clock_factor:g}; "
                 f"metrics at http://127.0.0.1:{operator.metrics.port}/metrics)"
             )
-            if start is not None:
-                emulator.sim_clock.set_factor(CALENDAR_CLOCK)
-            status = self._follow(api, manifest)
+            # A calendar block: the calendar runs an hour a second once Compute has the
+            # booking (in real time until then, so a slow submit cannot miss the start).
+            seen = (
+                (lambda: emulator.sim_clock.set_factor(CALENDAR_CLOCK))
+                if start is not None
+                else None
+            )
+            status = self._follow(api, manifest, on_booking_seen=seen)
             for line in metrics_summary(operator.metrics):
                 self.say(line)
             self._usage(cluster.kubeconfig)
@@ -203,7 +211,14 @@ class Sandbox:
         )
         return True
 
-    def _follow(self, api: k8s.ApiClient, manifest: dict[str, Any]) -> dict[str, Any]:
+    def _follow(
+        self,
+        api: k8s.ApiClient,
+        manifest: dict[str, Any],
+        on_booking_seen: Callable[[], None] | None = None,
+    ) -> dict[str, Any]:
+        """Print the request's progress until it has ended and scaled down;
+        `on_booking_seen` is called once, when its booking is first seen in Compute."""
         objects = k8s.CustomObjectsApi(api)
         name = manifest["metadata"]["name"]
         objects.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, manifest)
@@ -248,6 +263,9 @@ class Sandbox:
                     for a in status.get("attempts") or ()
                 ),
             )
+            if on_booking_seen is not None and snapshot.booking in BOOKING_SEEN:
+                on_booking_seen()
+                on_booking_seen = None
             lines = log.update(snapshot)
             if tty:
                 bar = log.bar(snapshot)

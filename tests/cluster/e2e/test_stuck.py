@@ -15,7 +15,15 @@ from kubernetes import client as k8s
 
 from dws_operator.controller import KueueMode, OperatorThread
 from dws_operator.gke import NodePoolClient
-from dws_operator.kueue_objects import QUEUED_LOCAL_QUEUE, dws_objects
+from dws_operator.kueue_objects import (
+    QUEUED_LOCAL_QUEUE,
+    ProvisioningCheck,
+    QueueSetup,
+    RetryStrategy,
+    dws_flavors,
+    dws_objects,
+    kueue_objects,
+)
 from dws_workshop.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_workshop.simulator.scenario import CapacityRule, SimScenario
 from tests.builders import gpu
@@ -147,3 +155,59 @@ def test_a_queued_pool_deleted_under_a_waiting_request_is_made_again_and_the_req
     assert len(scenario.created_pools()) == 2
     assert done["recoveries"] == guarded.max_recoveries
     assert done["job"]["name"] == f"{scenario.name}-r{guarded.max_recoveries}"
+
+
+def test_a_workload_kueue_gives_up_on_is_asked_for_again_then_the_ladder_moves_on(
+    stack: Stack, e2e_kueue: KueueManager, e2e_namespace: str
+) -> None:
+    # Queued H100s never come: each ProvisioningRequest fails after a simulated minute
+    # (GKE's WaitTimeExceeded), and this queue's check gives up at the first failure
+    # (retryStrategy.backoffLimitCount 0), so Kueue deactivates the workload, as kueue#5129
+    # and #15255 report. Spot H100s are there.
+    scenario = stack(
+        SimScenario(
+            clock_factor=CLOCK,
+            provisioning_timeout_seconds=60,
+            capacity=[
+                CapacityRule(
+                    accelerator="nvidia-h100-80gb", mode="QueuedProvisioning", stockout=True
+                )
+            ],
+        ),
+        kueue=KueueMode.REQUIRED,
+        queued_queue="gives-up",
+        operator=False,
+    )
+    check = ProvisioningCheck(
+        name=f"gives-up-{e2e_namespace}",
+        config_name=f"gives-up-{e2e_namespace}",
+        retry=RetryStrategy(backoff_limit_count=0),
+    )
+    setup = QueueSetup(
+        f"gives-up-{e2e_namespace}", "gives-up", e2e_namespace, dws_flavors(), check=check
+    )
+    apply_kueue_objects(
+        scenario.api,
+        [*dws_objects([e2e_namespace], f"dws-{e2e_namespace}"), *kueue_objects(setup)],
+    )
+    with OperatorThread(scenario.operator_config, kubeconfig=scenario.operator_kubeconfig):
+        scenario.create(
+            gpu("nvidia-h100-80gb", nodes=2),
+            mode="QueuedProvisioning",
+            provisioning={"maxWaitDuration": "10m", "fallback": [{"mode": "Spot"}]},
+            template=sim("5s"),
+        )
+        done = scenario.wait_phase("Succeeded", timeout=SETTLE)
+    most = scenario.operator_config.max_recoveries
+    assert done["recoveries"] == most
+    assert [(a["mode"], a["outcome"], a.get("recoveries", 0)) for a in done["attempts"]] == [
+        ("QueuedProvisioning", "Stuck", most),
+        ("Spot", "Provisioned", 0),
+    ]
+    assert "Kueue deactivated the workload" in done["attempts"][0]["message"]
+    events = scenario.core.list_namespaced_event(
+        scenario.namespace, field_selector=f"involvedObject.name={scenario.name}"
+    ).items
+    recovered = [e.message for e in events if e.reason == "StuckRequestRecovered"]
+    assert len(recovered) == most
+    assert all("deactivated due to AdmissionCheck in Rejected state" in m for m in recovered)
