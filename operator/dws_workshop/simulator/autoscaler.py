@@ -114,6 +114,11 @@ class Autoscaler:
         )
         self._waiting_since: dict[str, float] = {}
         self._idle_since: dict[str, float] = {}
+        #: Flex-start pools running at the last pass, those of them that stick, and how
+        #: many were picked to (`SimScenario.stuck_flex_start_pools`).
+        self._flex_seen: set[str] = set()
+        self._flex_stuck: set[str] = set()
+        self._flex_picked = 0
 
     def preempt(self, pool: str | None = None, zone: str | None = None) -> None:
         """Reclaim a Spot node (of `pool`, in `zone`) on the next pass: at a moment the
@@ -214,6 +219,7 @@ class Autoscaler:
         self._expire_flex_start(now, pools, busy)
         self._end_calendar_blocks(pools, busy)
         queued.reconcile(now, pools, pods, busy)
+        self._pick_stuck_flex_start(pools)
         pending = pending_by_pool(pools, pods)
         booked = queued.booked_nodes()
         scale_down = not schedulable_pending(pools, pending, busy)
@@ -254,6 +260,8 @@ class Autoscaler:
                 # A multi-host TPU slice comes whole: all its VMs at once.
                 size = pool.shape.slice_nodes
                 want = max(want, min(ceiling, len(nodes) + -(-short // size) * size))
+        if want > len(nodes) and pool.path in self._flex_stuck:
+            return  # SIM-FLEX-STUCK: no node comes to this pool
         if want > len(nodes):
             waited = now - self._waiting_since.setdefault(pool.path, now)
             accelerator = accelerator_of(pool.shape)
@@ -279,6 +287,20 @@ class Autoscaler:
         self._waiting_since.pop(pool.path, None)
         if scale_down:
             self._scale_down_idle(now, pool, nodes, busy, booked)
+
+    @behaviour("SIM-FLEX-STUCK")
+    def _pick_stuck_flex_start(self, pools: dict[str, ScalingPool]) -> None:
+        """The first `stuck_flex_start_pools` flex-start pools seen running stick; a pool
+        that went (deleted, or being deleted) and is made again under its name is a new
+        one."""
+        running = {p.path for p in pools.values() if p.running and p.shape.mode == "FlexStart"}
+        for path in sorted(running - self._flex_seen):
+            if self._flex_picked < self.scenario.stuck_flex_start_pools:
+                self._flex_picked += 1
+                self._flex_stuck.add(path)
+        present = {p.path for p in pools.values() if p.pool.status != PoolStatus.STOPPING}
+        self._flex_stuck &= present
+        self._flex_seen = running | (self._flex_seen & present)
 
     @behaviour("SIM-SCALE-DOWN-UNNEEDED", "SIM-SCALE-DOWN-SCHEDULABLE-PENDING")
     def _scale_down_idle(

@@ -5,6 +5,8 @@ clock_factor: 60                   # simulated seconds per real second: GKE's mi
 scale_down_unneeded_seconds: 600   # idle nodes go after this (cluster autoscaler default)
 booking_seconds: 600               # ProvisioningRequest: BookingExpired this long after Provisioned
 provisioning_timeout_seconds: null # ProvisioningRequest: Failed (WaitTimeExceeded) after this
+stuck_provisioning_requests: 0     # the first N ProvisioningRequests: Accepted, never Provisioned
+stuck_flex_start_pools: 0          # the first N flex-start pools: no node comes, ever
 many_pools_threshold: 200          # above this many node pools, scale-ups come later ...
 many_pools_scale_up_delay_seconds: 30  # ... by this much (our estimate)
 capacity:                          # first matching rule wins; no match: capacity is there at once
@@ -93,6 +95,10 @@ class SimScenario(ScenarioModel):
     #: never Provisioned however long they wait, while later ones (a recreated request's)
     #: are served as usual.
     stuck_provisioning_requests: Annotated[int, Field(ge=0)] = 0
+    #: The first this many flex-start node pools (not queued) stick at zero: no node
+    #: comes to them however long their pods wait, while a pool made again under the
+    #: same name (a new node group) is served as usual.
+    stuck_flex_start_pools: Annotated[int, Field(ge=0)] = 0
     capacity: list[CapacityRule] = Field(default_factory=list)
     preemptions: list[Preemption] = Field(default_factory=list)
     #: A cluster with more node pools than this scales up later, by the delay below.

@@ -13,6 +13,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from dws_operator import rfc3339
 from dws_operator.controller import KueueMode, OperatorThread
 from dws_operator.gke import NodePoolClient
 from dws_operator.kueue_objects import (
@@ -211,3 +212,33 @@ def test_a_workload_kueue_gives_up_on_is_asked_for_again_then_the_ladder_moves_o
     recovered = [e.message for e in events if e.reason == "StuckRequestRecovered"]
     assert len(recovered) == most
     assert all("deactivated due to AdmissionCheck in Rejected state" in m for m in recovered)
+
+
+def test_a_flex_start_pool_stuck_at_zero_is_made_again_and_the_request_runs(
+    stack: Stack, e2e_namespace: str
+) -> None:
+    # The first flex-start pool gets no node, ever (SIM-FLEX-STUCK). The operator decides on
+    # the emulator's clock, two thousand times real time: its default threshold (4 h) is
+    # seven real seconds, and no test waits for the wall clock.
+    scenario = stack(
+        SimScenario(clock_factor=CLOCK, stuck_flex_start_pools=1),
+        emulator_clock=2000.0,
+        operator=False,
+    )
+    config = scenario.operator_config
+    with OperatorThread(config, kubeconfig=scenario.operator_kubeconfig):
+        scenario.create(
+            gpu("nvidia-l4"), provisioning={"maxWaitDuration": "72h"}, template=sim("5s")
+        )
+        done = scenario.wait_phase("Succeeded", timeout=SETTLE)
+    assert done["recoveries"] == 1
+    assert len(scenario.created_pools()) == 2  # the stuck pool, and the one made again
+    events = scenario.core.list_namespaced_event(
+        scenario.namespace, field_selector=f"involvedObject.name={scenario.name}"
+    ).items
+    [recovered] = [e.message for e in events if e.reason == "StuckRequestRecovered"]
+    assert f"node pool {scenario.pool_name}: no node and no operation" in recovered
+    assert "its pool is made again" in recovered
+    # On the operator's clock: the wait before it, at least the threshold.
+    asked, again = (rfc3339.parse(done[k]) for k in ("requestedAt", "recoveredAt"))
+    assert (again - asked).total_seconds() >= config.stuck_after_seconds
