@@ -348,3 +348,48 @@ def test_a_flex_start_pool_still_at_zero_after_its_recoveries_moves_down_the_lad
     ended = (moved.status.attempts or [])[0]
     assert ended.outcome == AttemptOutcome.STUCK
     assert "no node and no operation" in (ended.message or "")
+
+
+# -- time lost ----------------------------------------------------------------------------
+
+
+def test_time_lost_adds_each_wait_given_up() -> None:
+    # A recovery four hours after the ask gives up those four hours.
+    now = T0 + timedelta(seconds=STUCK)
+    recovered = run(at_zero(GPU_TWO, now), KUEUE)
+    assert recovered.status.lost_seconds == STUCK
+    # A ladder step that ends without capacity gives up its wait since its last ask.
+    first = run(at_zero(FLEX_LADDER, now), KUEUE)
+    assert first.status.lost_seconds == STUCK
+    attempts = first.status.attempts or []
+    attempts[-1].recoveries = KUEUE.max_recoveries
+    later = now + HOUR
+    moved = run(
+        observed(
+            FLEX_LADDER,
+            first.status,
+            pool=pool_for(FLEX_LADDER),
+            job=job_view(f"{NAME}-r1", ready=0),
+            service=True,
+            now=later + timedelta(seconds=STUCK),
+        ),
+        KUEUE,
+    )
+    assert moved.status.step == 2
+    assert moved.status.lost_seconds == STUCK + HOUR.total_seconds() + STUCK
+
+
+def test_a_wait_that_runs_out_is_time_lost_and_a_wait_that_ends_in_capacity_is_not() -> None:
+    body = with_(GPU_TWO, provisioning={"maxWaitDuration": "1h"})
+    status = status_at(Phase.WAITING_FOR_CAPACITY, body, requested=T0)
+    late = T0 + timedelta(hours=1, seconds=1)
+    failed = run(
+        observed(body, status, pool=pool_for(body), job=job_view(ready=0), now=late), KUEUE
+    )
+    assert failed.status.phase == Phase.FAILED
+    assert failed.status.lost_seconds == 3601.0
+    ran = run(
+        observed(body, status, pool=pool_for(body), job=job_view(ready=2), now=T0 + HOUR), KUEUE
+    )
+    assert ran.status.phase == Phase.RUNNING
+    assert ran.status.lost_seconds is None

@@ -245,6 +245,15 @@ class TrainingRequestStatus(ApiModel):
             "over every visit (the current phase's so far is now - phaseSince)."
         ),
     )
+    lost_seconds: float | None = Field(
+        None,
+        ge=0,
+        description=(
+            "Time lost: seconds of waiting for capacity that were given up, each ask's from "
+            "when it was made (or last made again) to when it was given up: a ladder step that "
+            "ended without capacity, a recovery that asked again, a wait that ran out."
+        ),
+    )
     requested_at: datetime | None = Field(None, description="When capacity was requested.")
     provisioned_at: datetime | None = Field(None, description="When all nodes were ready.")
     started_at: datetime | None = Field(None, description="When the workload started running.")

@@ -36,7 +36,7 @@ from dws_operator.reconcile.observed import Observed
 from dws_operator.reconcile.order import order_ladder, order_pending
 from dws_operator.reconcile.pools import ensure_pools, gke_too_old, zones_outside
 from dws_operator.reconcile.step import StepPlan, planned
-from dws_operator.reconcile.tally import account_phase_time, tally
+from dws_operator.reconcile.tally import account_lost_time, account_phase_time, tally
 from dws_operator.reconcile.work import ensure_workload
 from dws_operator.workload import queue_for, uses_provisioning_request
 
@@ -46,6 +46,7 @@ def decide(observed: Observed, config: ReconcileConfig) -> Decision:
     decision = _decide(observed, config)
     show_estimate(decision.status, observed.estimate)
     account_phase_time(observed.request.status, decision.status, observed.now)
+    account_lost_time(observed.request.status, decision.status)
     cond.summarize(decision.status, observed.now, observed.request.generation)
     request = observed.request
     first = request.facts.steps[0] if request.facts.ladder_steps == 1 else None

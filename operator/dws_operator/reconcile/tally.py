@@ -263,3 +263,46 @@ def account_phase_time(
         spent[key] = round(spent.get(key, 0.0) + max((now - left).total_seconds(), 0.0), 3)
         after.phase_seconds = spent
     after.phase_since = now
+
+
+#: Attempt outcomes that gave up the step's wait (Provisioned got it; Cancelled is the
+#: user's, and Preempted and Failed came after, or apart from, the wait).
+_GIVEN_UP = frozenset(
+    {
+        AttemptOutcome.TIMED_OUT,
+        AttemptOutcome.STOCKOUT,
+        AttemptOutcome.QUOTA_EXCEEDED,
+        AttemptOutcome.STUCK,
+    }
+)
+
+
+def account_lost_time(before: TrainingRequestStatus, after: TrainingRequestStatus) -> None:
+    """Time lost (`lostSeconds`): when the pass gives up a wait for capacity (a recovery
+    asks again, a ladder step ends without capacity, the request's wait runs out), the
+    seconds from its ask (the step's start, or the last recovery since) to now are added."""
+    lost = 0.0
+    since = [t for t in (before.requested_at, before.recovered_at) if t is not None]
+    if after.recoveries > before.recoveries and after.recovered_at is not None and since:
+        lost += (after.recovered_at - max(since)).total_seconds()
+    ended = [
+        (old, new)
+        for old, new in zip(before.attempts or [], after.attempts or [], strict=False)
+        if old.ended_at is None and new.ended_at is not None and new.outcome in _GIVEN_UP
+    ]
+    for old, new in ended:
+        asked = max([old.started_at, *(t for t in [before.recovered_at] if t is not None)])
+        assert new.ended_at is not None
+        lost += (new.ended_at - asked).total_seconds()
+    completed = cond.condition(after.conditions, cond.COMPLETED)
+    timed_out = (
+        not after.attempts
+        and before.phase != Phase.FAILED
+        and after.phase == Phase.FAILED
+        and completed is not None
+        and completed.reason == "CapacityTimeout"
+    )
+    if timed_out and since and after.finished_at is not None:
+        lost += (after.finished_at - max(since)).total_seconds()
+    if lost > 0:
+        after.lost_seconds = round((after.lost_seconds or 0.0) + lost, 3)
