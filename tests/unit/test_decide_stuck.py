@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime, timedelta
+from typing import Any
 
 from dws_operator.api import AttemptOutcome, Phase, TrainingRequestStatus
 from dws_operator.controller.provreqs import provisioning_request_of
@@ -13,6 +14,7 @@ from dws_operator.controller.workloads import WorkloadOwner, workload_owner
 from dws_operator.reconcile import (
     RECOVERED,
     CreateJob,
+    CreateNodePool,
     DeleteJob,
     DeleteNodePool,
     OperationView,
@@ -20,7 +22,7 @@ from dws_operator.reconcile import (
     ReconcileConfig,
     provisioning_request_wanted,
 )
-from dws_operator.reconcile.observed import Observed
+from dws_operator.reconcile.observed import Observed, PoolState
 from dws_operator.reconcile.stuck import DEACTIVATED
 from tests.unit.decisions import (
     GPU_TWO,
@@ -328,13 +330,16 @@ def test_a_flex_start_pool_with_nodes_or_an_operation_is_not_stuck() -> None:
     assert only(run(queued, KUEUE).actions, DeleteNodePool) == []
 
 
-def test_a_flex_start_pool_still_at_zero_after_its_recoveries_moves_down_the_ladder() -> None:
+def test_a_flex_start_pool_still_at_zero_after_its_recoveries_waits_out_its_step() -> None:
+    # A pool at zero is also what scarce capacity looks like: the guard alone never
+    # ends a step before its own maxWaitDuration (10h here).
     now = T0 + timedelta(seconds=STUCK) + HOUR
     first = run(at_zero(FLEX_LADDER, now), KUEUE)
     attempts = first.status.attempts or []
     assert [(a.step, a.recoveries) for a in attempts] == [(1, 1)]
     attempts[-1].recoveries = KUEUE.max_recoveries
-    status = first.status.model_copy(update={"recovered_at": T0})
+    # Its pool was made again since (and sits at zero again).
+    status = first.status.model_copy(update={"recovered_at": T0, "pools_to_remake": None})
     later = observed(
         FLEX_LADDER,
         status,
@@ -343,11 +348,18 @@ def test_a_flex_start_pool_still_at_zero_after_its_recoveries_moves_down_the_lad
         service=True,
         now=now,
     )
-    moved = run(later, KUEUE)
-    assert moved.status.step == 2
-    ended = (moved.status.attempts or [])[0]
-    assert ended.outcome == AttemptOutcome.STUCK
-    assert "no node and no operation" in (ended.message or "")
+    waits = run(later, KUEUE)
+    assert waits.status.step == 1
+    assert only(waits.actions, DeleteNodePool) == []
+    assert waits.status.phase == Phase.WAITING_FOR_CAPACITY
+
+
+def test_a_flex_start_request_queued_by_kueue_is_not_judged_by_its_pool() -> None:
+    # Waiting for its queue's quota, its Job has no pod and its pool no node: not stuck.
+    queued = ReconcileConfig(kueue=True, location="us-east5", default_queue="team-a")
+    decision = run(at_zero(GPU_TWO, T0 + timedelta(seconds=STUCK) + HOUR), queued)
+    assert only(decision.actions, DeleteNodePool) == []
+    assert decision.status.recoveries == 0
 
 
 # -- time lost ----------------------------------------------------------------------------
@@ -359,24 +371,22 @@ def test_time_lost_adds_each_wait_given_up() -> None:
     recovered = run(at_zero(GPU_TWO, now), KUEUE)
     assert recovered.status.lost_seconds == STUCK
     # A ladder step that ends without capacity gives up its wait since its last ask.
-    first = run(at_zero(FLEX_LADDER, now), KUEUE)
-    assert first.status.lost_seconds == STUCK
+    first = run(deactivated(LADDER), KUEUE)  # an hour in: the first recovery
+    assert first.status.lost_seconds == HOUR.total_seconds()
     attempts = first.status.attempts or []
     attempts[-1].recoveries = KUEUE.max_recoveries
-    later = now + HOUR
-    moved = run(
-        observed(
-            FLEX_LADDER,
-            first.status,
-            pool=pool_for(FLEX_LADDER),
-            job=job_view(f"{NAME}-r1", ready=0),
-            service=True,
-            now=later + timedelta(seconds=STUCK),
-        ),
-        KUEUE,
+    again = observed(
+        LADDER,
+        first.status,
+        pool=pool_for(LADDER),
+        job=job_view(f"{NAME}-r1", ready=0, deactivated=GAVE_UP),
+        service=True,
+        now=T0 + 3 * HOUR,
     )
+    moved = run(again, KUEUE)
     assert moved.status.step == 2
-    assert moved.status.lost_seconds == STUCK + HOUR.total_seconds() + STUCK
+    # The step's attempt began at the first pass (an hour in), the recovery then too.
+    assert moved.status.lost_seconds == HOUR.total_seconds() + 2 * HOUR.total_seconds()
 
 
 def test_a_wait_that_runs_out_is_time_lost_and_a_wait_that_ends_in_capacity_is_not() -> None:
@@ -393,3 +403,46 @@ def test_a_wait_that_runs_out_is_time_lost_and_a_wait_that_ends_in_capacity_is_n
     )
     assert ran.status.phase == Phase.RUNNING
     assert ran.status.lost_seconds is None
+
+
+def test_a_step_ended_stuck_and_a_request_kueue_gave_up_on_count_as_waits_without_capacity() -> (
+    None
+):
+    first = run(deactivated(LADDER), KUEUE)
+    attempts = first.status.attempts or []
+    attempts[-1].recoveries = KUEUE.max_recoveries
+    again = observed(
+        LADDER,
+        first.status,
+        pool=pool_for(LADDER),
+        job=job_view(f"{NAME}-r1", ready=0, deactivated=GAVE_UP),
+        service=True,
+        now=T0 + 3 * HOUR,
+    )
+    moved = run(again, KUEUE)
+    assert [(w.seconds, w.censored) for _, w in moved.tally.waits] == [(7200.0, True)]
+    failed = run(deactivated(QUEUED, recoveries=KUEUE.max_recoveries), KUEUE)
+    assert [(w.seconds, w.censored) for _, w in failed.tally.waits] == [(3600.0, True)]
+
+
+def test_a_pool_to_make_again_is_deleted_until_seen_gone_then_made_again() -> None:
+    now = T0 + timedelta(seconds=STUCK)
+    recovered = run(at_zero(GPU_TWO, now), KUEUE)
+    pool = pool_for(GPU_TWO)
+    assert recovered.status.pools_to_remake == [pool.name]
+    # Killed before the delete went: the pool is still there with no operation on it.
+    job = job_view(f"{NAME}-r1", ready=0)
+    after: dict[str, Any] = {"pool": pool, "job": job, "service": True, "now": now}
+    lost = run(observed(GPU_TWO, recovered.status, **after), KUEUE)
+    assert only(lost.actions, DeleteNodePool) == [DeleteNodePool(pool.name)]
+    assert only(lost.actions, CreateJob) == []
+    assert lost.status.recoveries == 1  # the same recovery, not another
+    # Being deleted: wait for it.
+    stopping = pool_for(GPU_TWO, PoolState.STOPPING)
+    waiting_ = run(observed(GPU_TWO, lost.status, **{**after, "pool": stopping}), KUEUE)
+    assert only(waiting_.actions, DeleteNodePool) == []
+    assert waiting_.status.pools_to_remake == [pool.name]
+    # Gone: forgotten, and made again.
+    gone = run(observed(GPU_TWO, waiting_.status, **{**after, "pool": None}), KUEUE)
+    assert gone.status.pools_to_remake is None
+    assert [a.name for a in only(gone.actions, CreateNodePool)] == [pool.name]

@@ -10,7 +10,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from dws_operator.controller.history import FLUSH_SECONDS, CapacityHistory
+from dws_operator.controller.history import FLUSH_SECONDS, READ_RETRY_SECONDS, CapacityHistory
 from dws_operator.controller.kube import ApiError, Conflict, NotFound
 from dws_operator.estimate import History, Wait
 
@@ -125,3 +125,29 @@ def test_waits_added_soon_after_a_write_go_with_the_next_flush() -> None:
     asyncio.run(main())
     assert server.waits() == [1.0, 2.0]
     assert History.from_data(server.stored["data"] if server.stored else {}).estimate(KEY).p50
+
+
+def test_an_unreadable_history_is_read_again_later_and_never_overwritten() -> None:
+    server, clock = SlowServer(), [0.0]
+    stored = history(server, clock)
+
+    async def main() -> tuple[bool, bool, float | None]:
+        await stored.add([wait(1.0)])  # the stored history: one wait
+        server.fail_reads = True
+        waits = history(server, clock)
+        await waits.add([wait(2.0)])  # not read: kept, not written over the stored one
+        unread = waits.read
+        clock[0] += READ_RETRY_SECONDS - 1
+        await waits.estimate(KEY)  # too soon to read again
+        still = waits.read
+        server.fail_reads = False
+        clock[0] += 1
+        found = await waits.estimate(KEY)  # read now: both waits
+        clock[0] += FLUSH_SECONDS
+        await waits.flush()
+        return unread or still, waits.read, found.p50
+
+    early, read, p50 = asyncio.run(main())
+    assert (early, read) == (False, True)
+    assert p50 == 1.0
+    assert sorted(server.waits()) == [1.0, 2.0]

@@ -92,3 +92,19 @@ def test_nodes_are_counted_by_pool_and_moves_are_seen() -> None:
     assert cache.remove_node("n1") == "p1"
     assert cache.remove_node("n1") is None
     assert cache.nodes_of(["p1"]) == {"p1": 1}
+
+
+def test_a_deactivated_workload_is_forgotten_with_its_job() -> None:
+    # Kueue gave up on Job `train`; the Job goes (a recovery, or its request deleted), and
+    # a Workload's DELETED event comes after its owner's. A request made again under the
+    # same name makes a Job `train` again: Kueue has not given up on that one.
+    cache = KubeCache()
+    job = obj("train", "1", uid="j1", labels={REQUEST_LABEL: "train"})
+    assert cache.put_job(job)
+    assert cache.put_workload("jobs", "ns", "train", "gave up")
+    assert not cache.put_workload("jobs", "ns", "train", "gave up")
+    assert cache.deactivated("jobs", "ns", "train") == "gave up"
+    assert cache.deactivated("jobsets", "ns", "train") is None  # a JobSet of that name
+    cache.remove_job(("ns", "train"))
+    assert cache.put_job(obj("train", "5", uid="j2", labels={REQUEST_LABEL: "train"}))
+    assert cache.deactivated("jobs", "ns", "train") is None

@@ -13,7 +13,12 @@ from dws_operator.controller.metrics import request_labels
 from dws_operator.estimate import Estimate, History, Wait
 from dws_operator.planning import plan_slice
 from dws_operator.reconcile import CreateNodePool, DeleteNodePool, JobView, decide, ladder_keys
-from dws_operator.reconcile.order import ORDERED, estimated_order
+from dws_operator.reconcile.order import (
+    HISTORY_RETRY_SECONDS,
+    HISTORY_WAIT_SECONDS,
+    ORDERED,
+    estimated_order,
+)
 from tests.builders import spec_body, tpu
 from tests.unit.test_ladder import BASE, CONFIG, T0, names, observe, pool, request
 
@@ -159,3 +164,55 @@ def test_plan_prints_the_order_the_history_gives() -> None:
         "1",
         "(Estimated)",
     ]
+
+
+def test_no_idle_pool_is_taken_over_before_the_order_is_fixed() -> None:
+    # An idle pool of the first step as written (FlexStart) is offered; Spot comes first.
+    observed = observe(LADDER)
+    keys = ladder_keys(observed.request)
+    assert keys is not None
+    estimates = tuple(estimate(k, 300.0 if "Spot" in k else 3600.0) for k in keys)
+    offered = dataclasses.replace(observed, offer="dws-idle-flex-pool", step_estimates=estimates)
+    first = decide(offered, CONFIG)
+    assert first.status.ladder_order == [3, 1, 2]
+    assert first.status.node_pool is None
+
+
+def test_with_the_history_unread_the_order_waits_then_goes_as_written() -> None:
+    observed = observe(LADDER)
+    young = dataclasses.replace(
+        observed, request=dataclasses.replace(observed.request, created=T0 - timedelta(minutes=1))
+    )
+    waits = decide(young, CONFIG)
+    assert waits.status.ladder_order is None
+    assert waits.actions == []
+    assert waits.requeue_after == HISTORY_RETRY_SECONDS
+    old = dataclasses.replace(
+        observed,
+        request=dataclasses.replace(
+            observed.request, created=T0 - timedelta(seconds=HISTORY_WAIT_SECONDS)
+        ),
+    )
+    goes = decide(old, CONFIG)
+    assert goes.status.ladder_order == [1, 2, 3]
+    assert (goes.status.message or "").endswith(
+        "(the capacity history could not be read: as written)"
+    )
+
+
+def test_a_zone_outside_the_cluster_is_named_by_its_step_as_written() -> None:
+    body = spec_body(
+        tpu("v6e", "4x4"),
+        provisioning={
+            "zones": ["us-east5-a"],
+            "maxWaitDuration": "30m",
+            "fallbackOrder": "Estimated",
+            "fallback": [
+                {"mode": "FlexStart", "zones": ["us-east5-b"]},
+                {"mode": "Spot", "zones": ["us-west4-a"]},
+            ],
+        },
+    )
+    decision = decide(observe(body, TrainingRequestStatus(ladder_order=[3, 1, 2])), CONFIG)
+    assert decision.status.phase == Phase.FAILED
+    assert "spec.provisioning.fallback[1].zones: us-west4-a" in (decision.status.message or "")

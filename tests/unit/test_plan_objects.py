@@ -426,3 +426,32 @@ def test_plan_says_what_a_calendar_request_books(
     assert (code, err) == (0, "")
     assert "Booking     16 chips in us-east5-b, 2030-01-07T08:00:00Z to 2030-01-08T08:00:00Z" in out
     assert "stop 10m (and a minute) before the end" in out
+
+
+def test_a_ladder_ordered_by_estimate_shows_every_step_as_written(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    manifest = tmp_path / "request.yaml"
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "dws-operator.dev/v1alpha1",
+                "kind": "TrainingRequest",
+                "metadata": {"name": "estimated", "namespace": "team-a"},
+                "spec": {
+                    "accelerator": {"gpu": {"type": "nvidia-l4", "nodes": 1}},
+                    "provisioning": {
+                        "mode": "FlexStart",
+                        "fallbackOrder": "Estimated",
+                        "fallback": [{"mode": "Spot"}],
+                    },
+                    "template": {"spec": {"containers": [{"name": "train", "image": "trainer:1"}]}},
+                },
+            }
+        )
+    )
+    document = objects(capsys, "-f", str(manifest), "--uid", UID, *CLUSTER)
+    steps = document["steps"]
+    assert [s["mode"] for s in steps] == ["FlexStart", "Spot"]
+    assert [len(s["createNodePool"]) for s in steps] == [1, 1]
+    assert [kinds(s)[-1][0] for s in steps] == ["Job", "Job"]

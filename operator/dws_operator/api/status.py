@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from dws_operator.api.base import ApiModel
-from dws_operator.api.spec import MAX_FALLBACK_STEPS
+from dws_operator.api.spec import MAX_FALLBACK_STEPS, MAX_SLICES
 
 
 class Phase(StrEnum):
@@ -269,6 +269,13 @@ class TrainingRequestStatus(ApiModel):
     )
     recovered_at: datetime | None = Field(
         None, description="When the last recovery asked for the capacity again."
+    )
+    pools_to_remake: list[str] | None = Field(
+        None,
+        max_length=MAX_SLICES,
+        description="Pools a recovery deletes to make them again: each is deleted until it "
+        "is seen gone, and only then made again.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
     )
     step: int | None = Field(
         None,

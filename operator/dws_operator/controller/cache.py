@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
-from dws_operator.multislice import JOBSET_NAME_LABEL
+from dws_operator.multislice import JOBSET_NAME_LABEL, JOBSET_PLURAL
 from dws_operator.workload import REQUEST_LABEL
 
 #: (namespace, name) of a namespaced object.
@@ -197,8 +197,9 @@ class KubeCache:
         self.node_counts: Counter[str] = Counter()
         #: Kueue's LocalQueues by namespace; None while Kueue is not used (no check).
         self._local_queues: dict[str, set[str]] | None = None
-        #: Our Jobs and JobSets whose Kueue Workload is deactivated: Kueue's word why.
-        self._deactivated: dict[Key, str] = {}
+        #: Our Jobs and JobSets (kind, namespace, name) whose Kueue Workload Kueue
+        #: deactivated: Kueue's word why.
+        self._deactivated: dict[tuple[str, str, str], str] = {}
 
     # -- TrainingRequests -----------------------------------------------------------
 
@@ -270,6 +271,7 @@ class KubeCache:
     def remove_job(self, key: Key) -> None:
         self._jobs.remove(key)
         self._children.remove(key)
+        self._deactivated.pop(("jobs", *key), None)
 
     def job(self, namespace: str, name: str) -> JobRecord | None:
         record: JobRecord | None = self._jobs.bodies.get((namespace, name))
@@ -289,6 +291,7 @@ class KubeCache:
 
     def remove_jobset(self, key: Key) -> None:
         self._jobsets.remove(key)
+        self._deactivated.pop((JOBSET_PLURAL, *key), None)
 
     def jobset(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self._jobsets.bodies.get((namespace, name))
@@ -342,21 +345,23 @@ class KubeCache:
 
     # -- Kueue's Workloads ---------------------------------------------------------------
 
-    def put_workload(self, namespace: str, owner: str, deactivated: str | None) -> bool:
-        """Whether the Workload of our Job or JobSet `owner` is deactivated (Kueue's word
-        why) or not (None); whether that changed."""
-        key = (namespace, owner)
+    def put_workload(self, kind: str, namespace: str, owner: str, why: str | None) -> bool:
+        """Whether the Workload of our `kind` (jobs or jobsets) `owner` is deactivated
+        (Kueue's word why) or not (None); whether that changed. Kept only while the
+        owner is: its removal forgets it (a Workload goes after its owner, so its own
+        DELETED event may find the owner gone)."""
+        key = (kind, namespace, owner)
         before = self._deactivated.get(key)
-        if deactivated is None:
+        if why is None:
             self._deactivated.pop(key, None)
         else:
-            self._deactivated[key] = deactivated
-        return before != deactivated
+            self._deactivated[key] = why
+        return before != why
 
-    def deactivated(self, namespace: str, owner: str) -> str | None:
+    def deactivated(self, kind: str, namespace: str, owner: str) -> str | None:
         """Kueue's word why the Workload of `owner` is deactivated; None when it is not
         (or unknown)."""
-        return self._deactivated.get((namespace, owner))
+        return self._deactivated.get((kind, namespace, owner))
 
     # -- Nodes ------------------------------------------------------------------------
 

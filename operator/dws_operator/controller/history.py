@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 DEFAULT_NAME = "dws-operator-capacity-history"
 #: At most one write per this many seconds.
 FLUSH_SECONDS = 30.0
+#: A failed read is tried again after this many seconds.
+READ_RETRY_SECONDS = 30.0
 
 
 class CapacityHistory:
@@ -48,6 +50,11 @@ class CapacityHistory:
         #: Passes run concurrently: one reads, adds or writes at a time, so no wait added
         #: while a write is on its way is lost with it.
         self._lock = asyncio.Lock()
+        #: Whether the stored history has been read (always, with no ConfigMap); until
+        #: then estimates rest on this process's waits only, and the read is tried again
+        #: every READ_RETRY_SECONDS.
+        self.read = kube is None
+        self._read_again_at: float | None = None
 
     @classmethod
     def in_memory(cls) -> CapacityHistory:
@@ -80,8 +87,8 @@ class CapacityHistory:
     async def _flush(self, force: bool) -> None:
         if self._kube is None:
             self._unwritten = []
-        if not self._unwritten or self._history is None:
-            return
+        if not self._unwritten or self._history is None or not self.read:
+            return  # nothing to write, or the stored history not read yet: kept for later
         now = self._clock() if self._clock is not None else None
         recent = (
             now is not None
@@ -109,14 +116,30 @@ class CapacityHistory:
         self._written_at = now
 
     async def _loaded(self) -> History:
-        if self._history is None:
-            try:
-                self._history = await self._read()
-            except ApiError as error:
-                # No permission, say: estimates from what this process sees.
+        if self._history is not None and (self.read or not self._read_due()):
+            return self._history
+        try:
+            stored = await self._read()
+        except ApiError as error:
+            # No permission, say: estimates from what this process sees, until a read
+            # goes through.
+            if self._history is None:
                 log.warning("capacity history: cannot read %s: %s", self._name, error)
                 self._history = History()
-        return self._history
+            now = self._clock() if self._clock is not None else None
+            self._read_again_at = now + READ_RETRY_SECONDS if now is not None else None
+            return self._history
+        # Waits this process saw before the read count too.
+        for key, wait in self._unwritten:
+            if not any(_same(wait, w) for w in stored.waits.get(key, ())):
+                stored.add(key, wait)
+        self._history, self.read = stored, True
+        return stored
+
+    def _read_due(self) -> bool:
+        if self._read_again_at is None or self._clock is None:
+            return True
+        return self._clock() >= self._read_again_at
 
     async def _read(self) -> History:
         if self._kube is None:

@@ -25,7 +25,7 @@ from dws_operator.controller.reuse import PoolShelf
 from dws_operator.errors import InvalidSpec
 from dws_operator.gke import NodePoolClient, owned_by
 from dws_operator.gke.ceiling import ceiling, holds_slice
-from dws_operator.multislice import JOBSET_KIND
+from dws_operator.multislice import JOBSET_KIND, JOBSET_PLURAL
 from dws_operator.reconcile import (
     DRAIN_SECONDS,
     JobView,
@@ -281,7 +281,9 @@ async def observe(request: RequestView, created: str, sources: Sources) -> Obser
     kind = request.facts.workload_kind
     job, ours = _workload(cache, request, kind, current)
     if job is not None and job.ours:
-        job = dataclasses.replace(job, deactivated=cache.deactivated(request.namespace, job.name))
+        plural = JOBSET_PLURAL if kind == JOBSET_KIND else "jobs"
+        why = cache.deactivated(plural, request.namespace, job.name)
+        job = dataclasses.replace(job, deactivated=why)
     existing = request.facts.existing
     if existing and views[0] is None and not request.deleting:
         # Someone else's pool, possibly made after the last listing: a missing pool fails

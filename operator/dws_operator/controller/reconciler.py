@@ -73,6 +73,7 @@ from dws_operator.reconcile import (
     decide,
     estimate_key,
     ladder_keys,
+    order_pending,
     planned,
     pool_name_for,
     pool_names_for,
@@ -315,6 +316,8 @@ class Reconciler:
             if keys is not None
             else None
         )
+        if step_estimates is not None and not self.history.read:
+            step_estimates = None  # no order from a history not read: the pass waits
         workload = provisioning_request_wanted(request, observed.now, self.config)
         queued = (
             await self._provisioning_request(request, workload) if workload is not None else None
@@ -427,6 +430,8 @@ class Reconciler:
         facts = request.facts
         if facts.named_pool or facts.existing or facts.slices != 1:
             return None
+        if order_pending(request):
+            return None  # its first step is not known yet (the pass fixes the order first)
         own = pool_name_for(request)
         if self.sources.pools.get(own) is not None or self.sources.operations.view(own):
             return None

@@ -249,11 +249,13 @@ class Controller:
         owner = workload_owner(body)
         if owner is None:
             return
+        if deleted:
+            self.cache.put_workload(owner.kind, namespace, owner.name, None)
+            return
         request = self.cache.owner_of(owner.kind, (namespace, owner.name))
         if request is None:
             return  # not ours (a Job's Workload comes after the Job's own event)
-        deactivated = None if deleted else owner.deactivated
-        if self.cache.put_workload(namespace, owner.name, deactivated):
+        if self.cache.put_workload(owner.kind, namespace, owner.name, owner.deactivated):
             self.queue.add(request)
 
     async def relist(self) -> int:

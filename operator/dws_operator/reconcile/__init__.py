@@ -56,7 +56,7 @@ from dws_operator.reconcile.observed import (
     ProvisioningRequestView,
     RequestView,
 )
-from dws_operator.reconcile.order import ORDERED, estimated_order, ladder_keys
+from dws_operator.reconcile.order import ORDERED, estimated_order, ladder_keys, order_pending
 from dws_operator.reconcile.preview import PreviewStep, Refused, preview
 from dws_operator.reconcile.step import (
     Planned,
@@ -131,6 +131,7 @@ __all__ = [
     "estimated_order",
     "ladder_keys",
     "ladder_order",
+    "order_pending",
     "plan_booking",
     "planned",
     "pool_name_for",

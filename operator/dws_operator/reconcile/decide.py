@@ -12,7 +12,13 @@ capacity ladder (`ladder`), the clean-up (`cleanup`), on the request's current s
 
 from __future__ import annotations
 
-from dws_operator.api import TERMINAL_PHASES, NodePoolStatus, Phase, SliceStatus
+from dws_operator.api import (
+    TERMINAL_PHASES,
+    NodePoolStatus,
+    Phase,
+    ProvisioningSpec,
+    SliceStatus,
+)
 from dws_operator.catalog import ProvisioningMode
 from dws_operator.errors import InvalidSpec, SpecError
 from dws_operator.multislice import MAX_MULTISLICE_NAME
@@ -36,6 +42,7 @@ from dws_operator.reconcile.observed import Observed
 from dws_operator.reconcile.order import order_ladder, order_pending
 from dws_operator.reconcile.pools import ensure_pools, gke_too_old, zones_outside
 from dws_operator.reconcile.step import StepPlan, planned
+from dws_operator.reconcile.stuck import remake_pools
 from dws_operator.reconcile.tally import account_lost_time, account_phase_time, tally
 from dws_operator.reconcile.work import ensure_workload
 from dws_operator.workload import queue_for, uses_provisioning_request
@@ -62,7 +69,7 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
         return _refused(run, *observed.refusal)
     if observed.binding_lost:
         return _rebind(run, None)
-    if observed.offer is not None:
+    if observed.offer is not None and not order_pending(run.request):
         offer = NodePoolStatus(
             name=observed.offer, managed=True, reused=True, location=config.location
         )
@@ -129,7 +136,9 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
                 "operator's DWS_DEFAULT_QUEUE",
             )
     ladder = len(result.ladder) > 1
-    outside = zones_outside(run, result.ladder, config.location) if managed and ladder else None
+    # The ladder as written: the error names the step's field in the spec.
+    written = tuple(spec_steps(run))
+    outside = zones_outside(run, written, config.location) if managed and ladder else None
     if outside is not None:
         return outside
     too_old = gke_too_old(run, spec, plan, result.ladder) if managed else None
@@ -152,10 +161,20 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
     )
     if still_provisioning and run.observed.job is None and timed_out(run, plan):
         return wait_ran_out(run, result)
+    remaking = remake_pools(run)
+    if remaking is not None:
+        return remaking
     waiting = ensure_pools(run, spec, plan, managed)
     if waiting is not None:
         return waiting
     return ensure_workload(run, result, config)
+
+
+def spec_steps(run: Draft) -> list[ProvisioningSpec]:
+    """The request's ladder as its spec writes it (a valid spec's)."""
+    spec = run.request.facts.spec
+    assert spec is not None
+    return spec.provisioning.steps
 
 
 def _invalid(run: Draft, invalid: InvalidSpec) -> Decision:

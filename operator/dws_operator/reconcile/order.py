@@ -25,6 +25,10 @@ from dws_operator.reconcile.tally import capacity_key_of
 
 #: The Event that tells the order chosen.
 ORDERED = "LadderOrdered"
+#: How long a new request waits for the stored history to be read before its ladder
+#: goes on as written, and how often it looks again meanwhile.
+HISTORY_WAIT_SECONDS = 300.0
+HISTORY_RETRY_SECONDS = 30.0
 
 
 def order_pending(request: RequestView) -> bool:
@@ -75,10 +79,23 @@ def estimated_order(
 def order_ladder(run: Draft, estimates: tuple[Estimate | None, ...] | None) -> Decision:
     """Fix the ladder's order in the status, before anything is asked for: by estimate
     (a request that has already tried a step keeps the order it tried in, as written).
-    The next pass, at once, plans the first step of that order."""
+    The next pass, at once, plans the first step of that order. With no estimates (the
+    stored history not read yet) the request waits for them, up to HISTORY_WAIT_SECONDS
+    from its creation; then it goes on as written."""
     status = run.status
     assert run.request.facts.spec is not None
     written = tuple(run.request.facts.spec.provisioning.steps)
+    created = run.request.created
+    waited = (run.now - created).total_seconds() if created is not None else None
+    unread = ""
+    if estimates is None and not status.attempts:
+        if waited is not None and waited < HISTORY_WAIT_SECONDS:
+            message = "Waiting for the capacity history to order the ladder's steps"
+            status.phase = status.phase or Phase.PENDING
+            status.message = message
+            run.decision.requeue_after = HISTORY_RETRY_SECONDS
+            return run.decision
+        unread = " (the capacity history could not be read: as written)"
     if status.attempts:
         order = list(range(1, len(written) + 1))
     else:
@@ -93,7 +110,7 @@ def order_ladder(run: Draft, estimates: tuple[Estimate | None, ...] | None) -> D
             guess = f"p50 {format_duration(timedelta(seconds=round(found.p50)))}"
         return f"{index} ({describe_step(written[index - 1])}, {guess})"
 
-    message = "steps by estimated wait: " + ", ".join(said(i) for i in order)
+    message = "steps by estimated wait: " + ", ".join(said(i) for i in order) + unread
     run.decision.events.append(Event("Normal", ORDERED, message))
     status.phase = status.phase or Phase.PENDING
     status.message = message[0].upper() + message[1:]

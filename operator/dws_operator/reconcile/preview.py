@@ -102,9 +102,16 @@ def _view(
     index: int,
     site: ClusterSite,
 ) -> RequestView:
-    # `status.step` counts from 1 and is written only for a ladder of several steps.
+    # `status.step` counts from 1 and is written only for a ladder of several steps. A
+    # ladder ordered by estimate is shown in the order as written (the operator's history
+    # orders it in the cluster: `plan --estimate` says how).
     ladder = facts.ladder_steps > 1
-    status = TrainingRequestStatus(step=index + 1) if ladder else TrainingRequestStatus()
+    order = list(range(1, facts.ladder_steps + 1)) if ladder else None
+    status = (
+        TrainingRequestStatus(step=index + 1, ladder_order=order)
+        if ladder
+        else TrainingRequestStatus()
+    )
     return RequestView(name, namespace, uid, 1, False, facts, status, site=site)
 
 

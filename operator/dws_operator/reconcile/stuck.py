@@ -35,6 +35,7 @@ from dws_operator.reconcile.decision import (
 from dws_operator.reconcile.ladder import next_step
 from dws_operator.reconcile.observed import JobView, PoolState, RequestView
 from dws_operator.reconcile.step import StepPlan, planned
+from dws_operator.workload import queue_for
 
 #: The Event a recovery is told with.
 RECOVERED = "StuckRequestRecovered"
@@ -126,14 +127,18 @@ def recover_if_deactivated(
 def recover_if_pool_stuck(
     run: Draft, step: StepPlan, config: ReconcileConfig, job: JobView
 ) -> Decision | None:
-    """A flex-start step whose pools have had no node, and no operation of ours, for
-    `stuck_after_seconds` since it asked (or last recovered): its pools are deleted (made again
-    by the next passes: a new pool is a new node group, with none of the cluster
-    autoscaler's back-off after failed scale-ups) and its workload made again, while
-    recoveries are left; then the ladder's next step. On the last step the wait runs
-    its course (maxWaitDuration). None when not stuck; then a timer for when it would be."""
+    """A flex-start step not queued by Kueue whose pools have no node, no pod ready and
+    no operation of ours `stuck_after_seconds` after it asked (or last recovered): its
+    pools are deleted (made again by the next passes: a new pool is a new node group,
+    with none of the cluster autoscaler's back-off after failed scale-ups) and its
+    workload made again, while recoveries are left. Then the step waits out its own
+    maxWaitDuration. None when not stuck; then a timer for when it would be."""
     threshold = config.stuck_after_seconds
     if threshold <= 0 or step.ladder[step.step].mode != ProvisioningMode.FLEX_START:
+        return None
+    if config.kueue and queue_for(step.spec, config.default_queue, config.queued_queue):
+        # Queued by Kueue: a wait for the queue's quota (no pod, so no node) looks the
+        # same from here, and a new workload would go to the back of the queue.
         return None
     observed, status = run.observed, run.status
     pools = observed.slice_pools(len(step.plan.pool_names))
@@ -160,13 +165,38 @@ def recover_if_pool_stuck(
     why = f"{names}: no node and no operation {waited / 3600:.1f}h after asking"
     used = recoveries_used(run, step)
     if used < config.max_recoveries:
-        for pool in pools:
-            if pool is not None:
-                run.act(DeleteNodePool(pool.name))
+        # Recorded before the deletes go (a crash after this write deletes them again).
+        status.pools_to_remake = [p.name for p in pools if p is not None]
+        for name in status.pools_to_remake:
+            run.act(DeleteNodePool(name))
         return ask_again(run, step, job.name, f"{why}; its pool is made again", used, config)
-    if step.step + 1 < len(step.ladder):
-        return next_step(run, step, AttemptOutcome.STUCK, f"{why}, {used} recoveries used")
+    # Its recoveries used: the step waits out its own maxWaitDuration. A pool at zero is
+    # also what scarce capacity looks like, so this alone never cuts a step short.
     return None
+
+
+def remake_pools(run: Draft) -> Decision | None:
+    """A recovery's pools to make again (`status.poolsToRemake`): each deleted until it is
+    seen gone (the delete asked again when no operation is on it: one lost to a crash),
+    then forgotten, so the pass after makes it again. A decision while any is left."""
+    status, observed = run.status, run.observed
+    if not status.pools_to_remake:
+        return None
+    seen = {p.name: p for p in observed.all_pools if p is not None}
+    left = []
+    for name in status.pools_to_remake:
+        pool = seen.get(name)
+        if pool is None:
+            continue  # gone: made again from here on
+        left.append(name)
+        if pool.ours and pool.state == PoolState.RUNNING and name not in observed.operations:
+            run.act(DeleteNodePool(name))
+    status.pools_to_remake = left or None
+    if not left:
+        return None
+    message = f"Making {pool_list(left)} again"
+    run.condition(cond.CAPACITY_PROVISIONED, "False", "Recovering", message)
+    return run.phase(Phase.WAITING_FOR_CAPACITY, message, NEXT_STEP_SECONDS)
 
 
 def recoveries_used(run: Draft, step: StepPlan) -> int:

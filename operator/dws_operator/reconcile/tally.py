@@ -159,19 +159,23 @@ def _estimate_ratio(
     return None
 
 
-#: Attempt outcomes that end an ask without capacity: it ran out of time, GKE said no, or
-#: the request was deleted while it waited. Not Failed (a refusal of another kind, a name
-#: taken, a queue missing: no wait for capacity) nor Preempted (the capacity came).
+#: Attempt outcomes that end an ask without capacity: it ran out of time, GKE said no, it
+#: stuck (and asking again did not help), or the request was deleted while it waited.
+#: Not Failed (a refusal of another kind, a name taken, a queue missing: no wait for
+#: capacity) nor Preempted (the capacity came).
 _WITHOUT_CAPACITY = frozenset(
     {
         AttemptOutcome.TIMED_OUT,
         AttemptOutcome.STOCKOUT,
         AttemptOutcome.QUOTA_EXCEEDED,
+        AttemptOutcome.STUCK,
         AttemptOutcome.CANCELLED,
     }
 )
 #: Reasons a request without a ladder fails for want of capacity.
-_NO_CAPACITY_REASONS = frozenset({"CapacityTimeout", "Stockout", "QuotaExceeded"})
+_NO_CAPACITY_REASONS = frozenset(
+    {"CapacityTimeout", "Stockout", "QuotaExceeded", "WorkloadDeactivated"}
+)
 
 
 def _waits(
