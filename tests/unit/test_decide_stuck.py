@@ -187,6 +187,21 @@ def deactivated(body: dict[str, object], **status: object) -> Observed:
     )
 
 
+def deactivated_again(first: TrainingRequestStatus, now: datetime) -> Observed:
+    """After `first` (a ladder's first recovery), its recoveries used up: the new
+    attempt's workload deactivated by Kueue too, at `now`."""
+    attempts = first.attempts or []
+    attempts[-1].recoveries = KUEUE.max_recoveries
+    return observed(
+        LADDER,
+        first,
+        pool=pool_for(LADDER),
+        job=job_view(f"{NAME}-r1", ready=0, deactivated=GAVE_UP),
+        service=True,
+        now=now,
+    )
+
+
 def test_a_workload_kueue_deactivated_is_asked_for_again_at_once() -> None:
     decision = run(deactivated(QUEUED), KUEUE)
     assert only(decision.actions, DeleteJob) == [DeleteJob(NAME, "Job")]
@@ -224,15 +239,7 @@ def test_recoveries_used_up_a_ladder_moves_on_to_its_next_step() -> None:
     assert first.status.recoveries == 1
     attempts = first.status.attempts or []
     assert [a.recoveries for a in attempts] == [1]
-    attempts[-1].recoveries = KUEUE.max_recoveries
-    again = observed(
-        LADDER,
-        first.status,
-        pool=pool_for(LADDER),
-        job=job_view(f"{NAME}-r1", ready=0, deactivated=GAVE_UP),
-        service=True,
-        now=T0 + 2 * HOUR,
-    )
+    again = deactivated_again(first.status, T0 + 2 * HOUR)
     moved = run(again, KUEUE)
     assert moved.status.step == 2
     [ended] = (moved.status.attempts or [])[:1]
@@ -373,16 +380,7 @@ def test_time_lost_adds_each_wait_given_up() -> None:
     # A ladder step that ends without capacity gives up its wait since its last ask.
     first = run(deactivated(LADDER), KUEUE)  # an hour in: the first recovery
     assert first.status.lost_seconds == HOUR.total_seconds()
-    attempts = first.status.attempts or []
-    attempts[-1].recoveries = KUEUE.max_recoveries
-    again = observed(
-        LADDER,
-        first.status,
-        pool=pool_for(LADDER),
-        job=job_view(f"{NAME}-r1", ready=0, deactivated=GAVE_UP),
-        service=True,
-        now=T0 + 3 * HOUR,
-    )
+    again = deactivated_again(first.status, T0 + 3 * HOUR)
     moved = run(again, KUEUE)
     assert moved.status.step == 2
     # The step's attempt began at the first pass (an hour in), the recovery then too.
@@ -409,16 +407,7 @@ def test_a_step_ended_stuck_and_a_request_kueue_gave_up_on_count_as_waits_withou
     None
 ):
     first = run(deactivated(LADDER), KUEUE)
-    attempts = first.status.attempts or []
-    attempts[-1].recoveries = KUEUE.max_recoveries
-    again = observed(
-        LADDER,
-        first.status,
-        pool=pool_for(LADDER),
-        job=job_view(f"{NAME}-r1", ready=0, deactivated=GAVE_UP),
-        service=True,
-        now=T0 + 3 * HOUR,
-    )
+    again = deactivated_again(first.status, T0 + 3 * HOUR)
     moved = run(again, KUEUE)
     assert [(w.seconds, w.censored) for _, w in moved.tally.waits] == [(7200.0, True)]
     failed = run(deactivated(QUEUED, recoveries=KUEUE.max_recoveries), KUEUE)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
+from typing import Any
 
 from dws_operator.api import AttemptOutcome, Phase, TrainingRequestStatus
 from dws_operator.cli.plan import render_estimates
@@ -22,19 +23,25 @@ from dws_operator.reconcile.order import (
 from tests.builders import spec_body, tpu
 from tests.unit.test_ladder import BASE, CONFIG, T0, names, observe, pool, request
 
-#: FlexStart in a, FlexStart in b, Spot: written so; Spot is the soonest by its history.
-LADDER = spec_body(
-    tpu("v6e", "4x4"),
-    provisioning={
-        "zones": ["us-east5-a"],
-        "maxWaitDuration": "30m",
-        "fallbackOrder": "Estimated",
-        "fallback": [
-            {"mode": "FlexStart", "zones": ["us-east5-b"]},
-            {"mode": "Spot", "zones": ["us-east5-a"]},
-        ],
-    },
-)
+
+def ladder(spot_zone: str) -> dict[str, Any]:
+    """FlexStart in us-east5-a, FlexStart in us-east5-b, Spot in `spot_zone`; Estimated."""
+    return spec_body(
+        tpu("v6e", "4x4"),
+        provisioning={
+            "zones": ["us-east5-a"],
+            "maxWaitDuration": "30m",
+            "fallbackOrder": "Estimated",
+            "fallback": [
+                {"mode": "FlexStart", "zones": ["us-east5-b"]},
+                {"mode": "Spot", "zones": [spot_zone]},
+            ],
+        },
+    )
+
+
+#: Written so; Spot is the soonest by its history.
+LADDER = ladder("us-east5-a")
 
 
 def estimate(key: str, p50: float | None, observations: int = 20) -> Estimate:
@@ -201,18 +208,7 @@ def test_with_the_history_unread_the_order_waits_then_goes_as_written() -> None:
 
 
 def test_a_zone_outside_the_cluster_is_named_by_its_step_as_written() -> None:
-    body = spec_body(
-        tpu("v6e", "4x4"),
-        provisioning={
-            "zones": ["us-east5-a"],
-            "maxWaitDuration": "30m",
-            "fallbackOrder": "Estimated",
-            "fallback": [
-                {"mode": "FlexStart", "zones": ["us-east5-b"]},
-                {"mode": "Spot", "zones": ["us-west4-a"]},
-            ],
-        },
-    )
+    body = ladder("us-west4-a")
     decision = decide(observe(body, TrainingRequestStatus(ladder_order=[3, 1, 2])), CONFIG)
     assert decision.status.phase == Phase.FAILED
     assert "spec.provisioning.fallback[1].zones: us-west4-a" in (decision.status.message or "")
