@@ -20,16 +20,16 @@ from dws_operator.catalog import GpuDriver, GpuType, ProvisioningMode, TpuVersio
 from dws_operator.cli.objects import register_flags, run_objects
 from dws_operator.durations import format_duration
 from dws_operator.errors import InvalidSpec, SpecError, from_validation_error
-from dws_operator.estimate import History
+from dws_operator.estimate import Estimate, History
 from dws_operator.naming import step_pool_base, workload_policy_name
 from dws_operator.planning import SlicePlan, plan_slice
 from dws_operator.reconcile import (
-    capacity_key_of,
     describe_estimate,
     estimated_order,
     plan_booking,
     query_for,
     read_spec,
+    step_key,
 )
 
 #: Which flag sets which field, so errors can name what the user typed.
@@ -384,27 +384,25 @@ def read_history(where: str) -> History:
     return History.from_data(found.data)
 
 
+#: What `plan --estimate` says of a Calendar step: no history answers for it.
+CALENDAR_ESTIMATE = "a calendar block starts when it was booked to"
+
+
 def render_estimates(spec: TrainingRequestSpec, ladder: list[SlicePlan], history: History) -> str:
     """Each ladder step's estimate from `history`, for people."""
     lines = []
-    for index, plan in enumerate(ladder):
-        step = spec.at_step(index).provisioning if index else spec.provisioning
+    steps = spec.provisioning.steps
+    estimates: list[Estimate | None] = []
+    for index, (plan, step) in enumerate(zip(ladder, steps, strict=True)):
+        key = step_key(plan.summary(), step)
+        found = history.estimate(key) if key is not None else None
+        estimates.append(found)
+        text = describe_estimate(found) if found is not None else CALENDAR_ESTIMATE
         label = "Estimate" if index == 0 else ""
-        if step.mode == ProvisioningMode.CALENDAR:
-            text = "a calendar block starts when it was booked to"
-        else:
-            key = capacity_key_of(plan.summary(), str(step.mode), tuple(step.zones or ()))
-            text = describe_estimate(history.estimate(key))
         prefix = f"step {index + 1}: " if len(ladder) > 1 else ""
         lines.append(f"{label:<12}{prefix}{text}")
     if spec.provisioning.fallback_order == FallbackOrder.ESTIMATED and len(ladder) > 1:
-        estimates = tuple(
-            history.estimate(
-                capacity_key_of(plan.summary(), str(step.mode), tuple(step.zones or ()))
-            )
-            for plan, step in zip(ladder, spec.provisioning.steps, strict=True)
-        )
-        order = estimated_order(tuple(spec.provisioning.steps), estimates)
+        order = estimated_order(tuple(steps), tuple(estimates))
         lines.append(f"{'':<12}tried in the order {', '.join(str(i) for i in order)} (Estimated)")
     return "\n".join(lines)
 

@@ -103,10 +103,7 @@ class CapacityHistory:
             except Conflict:
                 # Someone else wrote it (or our last write went through unanswered): the
                 # stored history, with ours added that it does not hold yet.
-                stored = await self._read()
-                for key, wait in self._unwritten:
-                    if not any(_same(wait, w) for w in stored.waits.get(key, ())):
-                        stored.add(key, wait)
+                stored = self._with_unwritten(await self._read())
                 self._history = stored
                 await self._write(stored)
         except ApiError as error:
@@ -130,10 +127,14 @@ class CapacityHistory:
             self._read_again_at = now + READ_RETRY_SECONDS if now is not None else None
             return self._history
         # Waits this process saw before the read count too.
+        self._history, self.read = self._with_unwritten(stored), True
+        return self._history
+
+    def _with_unwritten(self, stored: History) -> History:
+        """`stored` with the waits added since the last write that it does not hold yet."""
         for key, wait in self._unwritten:
             if not any(_same(wait, w) for w in stored.waits.get(key, ())):
                 stored.add(key, wait)
-        self._history, self.read = stored, True
         return stored
 
     def _read_due(self) -> bool:

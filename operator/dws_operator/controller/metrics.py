@@ -56,7 +56,7 @@ class RequestLabels:
 
 def request_labels(facts: RequestFacts, status: TrainingRequestStatus) -> RequestLabels:
     """The labels of a request as its spec and status say (on its current ladder step)."""
-    step = facts.step_words(written_step(status, facts.ladder_steps))
+    step = facts.step_words(written_step(status.ladder_order, status.step, facts.ladder_steps))
     zones = step.zones
     plan = status.plan
     slices = plan.slices if plan else 1

@@ -63,7 +63,6 @@ from dws_operator.reconcile.step import (
     StepPlan,
     abandoned_pool_names,
     attempt_number,
-    ladder_order,
     planned,
     pool_name_for,
     pool_names_for,
@@ -71,7 +70,7 @@ from dws_operator.reconcile.step import (
     written_step,
 )
 from dws_operator.reconcile.stuck import RECOVERED, provisioning_request_wanted
-from dws_operator.reconcile.tally import Tally, capacity_key_of, tally
+from dws_operator.reconcile.tally import Tally, capacity_key_of, step_key, tally
 
 __all__ = [
     "ADVICE_POLL_SECONDS",
@@ -130,7 +129,6 @@ __all__ = [
     "estimate_key",
     "estimated_order",
     "ladder_keys",
-    "ladder_order",
     "order_pending",
     "plan_booking",
     "planned",
@@ -140,6 +138,7 @@ __all__ = [
     "provisioning_request_wanted",
     "query_for",
     "read_spec",
+    "step_key",
     "step_pool_names",
     "step_provisioning",
     "tally",

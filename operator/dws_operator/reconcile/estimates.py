@@ -7,12 +7,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from dws_operator.api import EstimateStatus, Phase, TrainingRequestStatus
-from dws_operator.catalog import ProvisioningMode
 from dws_operator.durations import format_duration
 from dws_operator.estimate import Estimate
 from dws_operator.reconcile.observed import RequestView
 from dws_operator.reconcile.step import StepPlan, planned
-from dws_operator.reconcile.tally import capacity_key_of
+from dws_operator.reconcile.tally import step_key
 
 #: Phases in which a request waits for its capacity.
 WAITING = frozenset({Phase.PENDING, Phase.PROVISIONING, Phase.WAITING_FOR_CAPACITY})
@@ -28,10 +27,7 @@ def estimate_key(request: RequestView) -> str | None:
     result = planned(request)
     if not isinstance(result, StepPlan):
         return None
-    step = result.ladder[result.step]
-    if step.mode == ProvisioningMode.CALENDAR:
-        return None
-    return capacity_key_of(result.plan.summary(), str(step.mode), tuple(step.zones or ()))
+    return step_key(result.plan.summary(), result.ladder[result.step])
 
 
 def show_estimate(status: TrainingRequestStatus, found: Estimate | None) -> None:

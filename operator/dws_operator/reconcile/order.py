@@ -14,14 +14,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from dws_operator.api import TERMINAL_PHASES, FallbackOrder, Phase, ProvisioningSpec
-from dws_operator.catalog import ProvisioningMode
 from dws_operator.durations import format_duration, parse_duration
 from dws_operator.estimate import Estimate
 from dws_operator.reconcile.decision import AT_ONCE, Decision, Draft, Event
 from dws_operator.reconcile.ladder import describe_step
 from dws_operator.reconcile.observed import RequestView
 from dws_operator.reconcile.step import StepPlan, planned
-from dws_operator.reconcile.tally import capacity_key_of
+from dws_operator.reconcile.tally import step_key
 
 #: The Event that tells the order chosen.
 ORDERED = "LadderOrdered"
@@ -53,12 +52,7 @@ def ladder_keys(request: RequestView) -> tuple[str | None, ...] | None:
     if not isinstance(result, StepPlan) or request.facts.spec is None:
         return None
     summary = result.plan.summary()
-    return tuple(
-        None
-        if step.mode == ProvisioningMode.CALENDAR
-        else capacity_key_of(summary, str(step.mode), tuple(step.zones or ()))
-        for step in request.facts.spec.provisioning.steps
-    )
+    return tuple(step_key(summary, step) for step in request.facts.spec.provisioning.steps)
 
 
 def estimated_order(

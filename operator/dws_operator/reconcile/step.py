@@ -32,7 +32,13 @@ Planned = StepPlan | InvalidSpec
 
 def step_of(request: RequestView) -> int:
     """The ladder step the request is on, 0-based (`status.step` counts from 1)."""
-    return min(max(request.status.step or 1, 1), request.facts.ladder_steps) - 1
+    return step_index(request.status.step, request.facts.ladder_steps)
+
+
+def step_index(step: int | None, steps: int) -> int:
+    """`status.step` (1-based, maybe unset or past the ladder) as an index into the
+    ladder of `steps` steps."""
+    return min(max(step or 1, 1), steps) - 1
 
 
 def pool_name_for(request: RequestView) -> str:
@@ -133,10 +139,10 @@ def ladder_order(recorded: list[int] | None, steps: int) -> tuple[int, ...]:
     return tuple(recorded)
 
 
-def written_step(status: TrainingRequestStatus, steps: int) -> int:
-    """The step in use (`status.step`, in the order tried) by its place as written."""
-    order = ladder_order(status.ladder_order, steps)
-    return order[min(max(status.step or 1, 1), steps) - 1]
+def written_step(recorded: list[int] | None, step: int | None, steps: int) -> int:
+    """The step in use (`status.step`, in the order tried; `recorded`:
+    `status.ladderOrder`) by its place as written."""
+    return ladder_order(recorded, steps)[step_index(step, steps)]
 
 
 def _every_step_placed(spec: TrainingRequestSpec, site: ClusterSite | None) -> None:

@@ -95,13 +95,7 @@ def recover_if_stuck(
         return None
     hours = accepted_for / 3600
     why = f"ProvisioningRequest {seen.name} was Accepted {hours:.1f}h ago and not provisioned"
-    used = recoveries_used(run, step)
-    if used < config.max_recoveries:
-        return ask_again(run, step, job_name, why, used, config)
-    if step.step + 1 < len(step.ladder):
-        # Asked again as often as it may: the next step's capacity, not more waiting.
-        return next_step(run, step, AttemptOutcome.STUCK, f"{why}, {used} recoveries used")
-    return None
+    return _recover_or_move_on(run, step, config, job_name, why)
 
 
 def recover_if_deactivated(
@@ -114,14 +108,26 @@ def recover_if_deactivated(
     if job.deactivated is None or not job.ours:
         return None
     why = f"Kueue deactivated the workload of {job.name}: {job.deactivated}"
+    moved = _recover_or_move_on(run, step, config, job.name, why)
+    if moved is not None:
+        return moved
     used = recoveries_used(run, step)
-    if used < config.max_recoveries:
-        return ask_again(run, step, job.name, why, used, config)
-    if step.step + 1 < len(step.ladder):
-        return next_step(run, step, AttemptOutcome.STUCK, f"{why} ({used} recoveries used)")
     tried = f" after {used} recoveries" if used else ""
     run.fail(DEACTIVATED, f"{why}{tried}")
     return clean_up(run, step.spec)
+
+
+def _recover_or_move_on(
+    run: Draft, step: StepPlan, config: ReconcileConfig, job_name: str, why: str
+) -> Decision | None:
+    """Ask again while the step's recoveries last; then the ladder's next step (the step
+    ends Stuck: its capacity, asked for again, did not come); None on the last step."""
+    used = recoveries_used(run, step)
+    if used < config.max_recoveries:
+        return ask_again(run, step, job_name, why, used, config)
+    if step.step + 1 < len(step.ladder):
+        return next_step(run, step, AttemptOutcome.STUCK, f"{why}, {used} recoveries used")
+    return None
 
 
 def recover_if_pool_stuck(

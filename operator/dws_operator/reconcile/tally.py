@@ -13,6 +13,7 @@ from dws_operator.api import (
     BookingState,
     Phase,
     PlanSummary,
+    ProvisioningSpec,
     TrainingRequestStatus,
 )
 from dws_operator.catalog import ProvisioningMode
@@ -228,6 +229,14 @@ def _waits(
     return ()
 
 
+def step_key(plan: PlanSummary, step: ProvisioningSpec) -> str | None:
+    """The kind of capacity a ladder step asks for, for the slice `plan`; None for a
+    Calendar step (no history answers for it: its booking says when)."""
+    if step.mode == ProvisioningMode.CALENDAR:
+        return None
+    return capacity_key_of(plan, str(step.mode), tuple(step.zones or ()))
+
+
 def capacity_key_of(plan: PlanSummary, mode: str, zones: tuple[str, ...]) -> str:
     """The kind of capacity a step of `mode` in `zones` asks for, for the slice `plan`."""
     zone = zones[0] if len(zones) == 1 else ("any" if not zones else "several")
@@ -269,16 +278,9 @@ def account_phase_time(
     after.phase_since = now
 
 
-#: Attempt outcomes that gave up the step's wait (Provisioned got it; Cancelled is the
-#: user's, and Preempted and Failed came after, or apart from, the wait).
-_GIVEN_UP = frozenset(
-    {
-        AttemptOutcome.TIMED_OUT,
-        AttemptOutcome.STOCKOUT,
-        AttemptOutcome.QUOTA_EXCEEDED,
-        AttemptOutcome.STUCK,
-    }
-)
+#: Attempt outcomes that gave up the step's wait: those that ended it without capacity,
+#: but Cancelled (the user's own doing).
+_GIVEN_UP = _WITHOUT_CAPACITY - {AttemptOutcome.CANCELLED}
 
 
 def account_lost_time(before: TrainingRequestStatus, after: TrainingRequestStatus) -> None:

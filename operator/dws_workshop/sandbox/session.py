@@ -31,7 +31,7 @@ from dws_operator.durations import parse_duration
 from dws_operator.kueue_objects import LOCAL_QUEUE as QUEUE
 from dws_operator.kueue_objects import QUEUED_LOCAL_QUEUE as QUEUED_QUEUE
 from dws_operator.kueue_objects import dws_objects
-from dws_operator.reconcile import BLOCK_ENDED, ladder_order, step_provisioning
+from dws_operator.reconcile import BLOCK_ENDED, step_provisioning, written_step
 from dws_operator.zones import region_of
 from dws_workshop.devcluster import DevCluster, DevClusterOptions, MissingBinaries, find_binaries
 from dws_workshop.devcluster.crds import install_third_party_crds, install_training_request_crd
@@ -329,8 +329,7 @@ def _step_wait(provisioning: dict[str, Any], status: dict[str, Any]) -> str | No
     """The maxWaitDuration of the ladder step the request is on (a step without its own
     waits as long as the first)."""
     steps = 1 + len(provisioning.get("fallback") or ())
-    order = ladder_order(status.get("ladderOrder"), steps)
-    written = order[min(max(int(status.get("step") or 1), 1), steps) - 1]
+    written = written_step(status.get("ladderOrder"), int(status.get("step") or 1), steps)
     step = step_provisioning({"provisioning": provisioning}, written)
     wait = step.get("maxWaitDuration") or provisioning.get("maxWaitDuration")
     return str(wait) if wait is not None else None
