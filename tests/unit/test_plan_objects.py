@@ -46,6 +46,20 @@ def objects(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
     return document
 
 
+def request_file(tmp_path: Path, name: str, namespace: str, spec: dict[str, Any]) -> str:
+    """The path of a TrainingRequest manifest named `name` in `namespace` with `spec`,
+    written under `tmp_path`."""
+    path = tmp_path / f"{name}.yaml"
+    manifest = {
+        "apiVersion": "dws-operator.dev/v1alpha1",
+        "kind": "TrainingRequest",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+    path.write_text(yaml.safe_dump(manifest))
+    return str(path)
+
+
 def kinds(step: dict[str, Any]) -> list[tuple[str, str]]:
     return [(o["kind"], o["metadata"]["name"]) for o in step["kubernetes"]]
 
@@ -306,22 +320,13 @@ def test_a_bad_setting_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_manifest_names_itself_and_its_template(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    manifest = tmp_path / "tr.yaml"
-    manifest.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "dws-operator.dev/v1alpha1",
-                "kind": "TrainingRequest",
-                "metadata": {"name": "from-file", "namespace": "team-a"},
-                "spec": {
-                    "accelerator": {"gpu": {"type": "nvidia-l4", "nodes": 1}},
-                    "provisioning": {"mode": "FlexStart"},
-                    "template": {"spec": {"containers": [{"name": "train", "image": "trainer:1"}]}},
-                },
-            }
-        )
-    )
-    document = objects(capsys, "-f", str(manifest), "--uid", UID, *CLUSTER)
+    spec = {
+        "accelerator": {"gpu": {"type": "nvidia-l4", "nodes": 1}},
+        "provisioning": {"mode": "FlexStart"},
+        "template": {"spec": {"containers": [{"name": "train", "image": "trainer:1"}]}},
+    }
+    manifest = request_file(tmp_path, "from-file", "team-a", spec)
+    document = objects(capsys, "-f", manifest, "--uid", UID, *CLUSTER)
     assert document["placeholders"] == {}
     [step] = document["steps"]
     assert step["createNodePool"][0]["nodePool"]["name"] == default_node_pool_name("from-file", UID)
@@ -362,24 +367,18 @@ def test_an_existing_pool_is_not_created(
 def test_a_calendar_block_and_the_pool_on_its_reservation(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    manifest = {
-        "apiVersion": "dws-operator.dev/v1alpha1",
-        "kind": "TrainingRequest",
-        "metadata": {"name": "llama-block", "namespace": "ml"},
-        "spec": {
-            "accelerator": {"gpu": {"type": "nvidia-h100-80gb", "nodes": 4}},
-            "provisioning": {
-                "mode": "Calendar",
-                "zones": ["us-east5-a"],
-                "calendar": {"startTime": "2030-01-07T08:00:00Z", "duration": "72h"},
-            },
-            "template": {"spec": {"containers": [{"name": "train", "image": "x/train:1"}]}},
+    spec = {
+        "accelerator": {"gpu": {"type": "nvidia-h100-80gb", "nodes": 4}},
+        "provisioning": {
+            "mode": "Calendar",
+            "zones": ["us-east5-a"],
+            "calendar": {"startTime": "2030-01-07T08:00:00Z", "duration": "72h"},
         },
+        "template": {"spec": {"containers": [{"name": "train", "image": "x/train:1"}]}},
     }
-    path = tmp_path / "block.yaml"
-    path.write_text(yaml.safe_dump(manifest))
+    path = request_file(tmp_path, "llama-block", "ml", spec)
     uid = "6f1c2a40-0000-4000-8000-00000000beef"
-    document = objects(capsys, "-f", str(path), "--uid", uid, *CLUSTER)
+    document = objects(capsys, "-f", path, "--uid", uid, *CLUSTER)
     [step] = document["steps"]
     booking = step["futureReservation"]
     name = default_node_pool_name("llama-block", uid)
@@ -431,26 +430,17 @@ def test_plan_says_what_a_calendar_request_books(
 def test_a_ladder_ordered_by_estimate_shows_every_step_as_written(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    manifest = tmp_path / "request.yaml"
-    manifest.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "dws-operator.dev/v1alpha1",
-                "kind": "TrainingRequest",
-                "metadata": {"name": "estimated", "namespace": "team-a"},
-                "spec": {
-                    "accelerator": {"gpu": {"type": "nvidia-l4", "nodes": 1}},
-                    "provisioning": {
-                        "mode": "FlexStart",
-                        "fallbackOrder": "Estimated",
-                        "fallback": [{"mode": "Spot"}],
-                    },
-                    "template": {"spec": {"containers": [{"name": "train", "image": "trainer:1"}]}},
-                },
-            }
-        )
-    )
-    document = objects(capsys, "-f", str(manifest), "--uid", UID, *CLUSTER)
+    spec = {
+        "accelerator": {"gpu": {"type": "nvidia-l4", "nodes": 1}},
+        "provisioning": {
+            "mode": "FlexStart",
+            "fallbackOrder": "Estimated",
+            "fallback": [{"mode": "Spot"}],
+        },
+        "template": {"spec": {"containers": [{"name": "train", "image": "trainer:1"}]}},
+    }
+    manifest = request_file(tmp_path, "estimated", "team-a", spec)
+    document = objects(capsys, "-f", manifest, "--uid", UID, *CLUSTER)
     steps = document["steps"]
     assert [s["mode"] for s in steps] == ["FlexStart", "Spot"]
     assert [len(s["createNodePool"]) for s in steps] == [1, 1]

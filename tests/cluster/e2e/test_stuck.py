@@ -94,11 +94,8 @@ def test_a_stuck_queued_request_waits_out_its_time_without_the_guard_and_runs_wi
         done = scenario.wait_phase("Succeeded", timeout=SETTLE)
     assert done["recoveries"] == 1
     assert done.get("restarts", 0) == 0
-    events = scenario.core.list_namespaced_event(
-        scenario.namespace, field_selector="involvedObject.name=guarded"
-    ).items
-    [recovered] = [e for e in events if e.reason == "StuckRequestRecovered"]
-    assert "was Accepted" in recovered.message
+    [recovered] = scenario.event_messages("StuckRequestRecovered")
+    assert "was Accepted" in recovered
     # The new attempt's Job (a new Kueue Workload, so a new ProvisioningRequest) ran.
     assert done["job"]["name"] == "guarded-r1"
 
@@ -206,10 +203,7 @@ def test_a_workload_kueue_gives_up_on_is_asked_for_again_then_the_ladder_moves_o
         ("Spot", "Provisioned", 0),
     ]
     assert "Kueue deactivated the workload" in done["attempts"][0]["message"]
-    events = scenario.core.list_namespaced_event(
-        scenario.namespace, field_selector=f"involvedObject.name={scenario.name}"
-    ).items
-    recovered = [e.message for e in events if e.reason == "StuckRequestRecovered"]
+    recovered = scenario.event_messages("StuckRequestRecovered")
     assert len(recovered) == most
     assert all("deactivated due to AdmissionCheck in Rejected state" in m for m in recovered)
 
@@ -233,10 +227,7 @@ def test_a_flex_start_pool_stuck_at_zero_is_made_again_and_the_request_runs(
         done = scenario.wait_phase("Succeeded", timeout=SETTLE)
     assert done["recoveries"] == 1
     assert len(scenario.created_pools()) == 2  # the stuck pool, and the one made again
-    events = scenario.core.list_namespaced_event(
-        scenario.namespace, field_selector=f"involvedObject.name={scenario.name}"
-    ).items
-    [recovered] = [e.message for e in events if e.reason == "StuckRequestRecovered"]
+    [recovered] = scenario.event_messages("StuckRequestRecovered")
     assert f"node pool {scenario.pool_name}: no node and no operation" in recovered
     assert "its pool is made again" in recovered
     # On the operator's clock: the wait before it, at least the threshold.

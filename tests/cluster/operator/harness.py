@@ -275,6 +275,13 @@ class Scenario:
         return name
 
     def events(self) -> list[str]:
+        """The reasons of the request's Events."""
+        return [e.reason for e in self._events()]
+
+    def event_messages(self, reason: str) -> list[str]:
+        """The messages of the request's Events with `reason`."""
+        return [e.message for e in self._events() if e.reason == reason]
+
+    def _events(self) -> list[Any]:
         selector = f"involvedObject.name={self.name}"
-        listed = self.core.list_namespaced_event(self.namespace, field_selector=selector)
-        return [e.reason for e in listed.items]
+        return list(self.core.list_namespaced_event(self.namespace, field_selector=selector).items)

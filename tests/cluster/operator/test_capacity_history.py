@@ -165,8 +165,5 @@ def test_a_ladder_ordered_by_estimate_starts_on_the_step_the_history_says_is_soo
     assert status["ladderOrder"] == [3, 1, 2]
     assert [(a["step"], a["mode"]) for a in status["attempts"]] == [(1, "Spot")]
     assert pool.config.spot
-    events = scenario.core.list_namespaced_event(
-        scenario.namespace, field_selector=f"involvedObject.name={scenario.name}"
-    ).items
-    [ordered] = [e for e in events if e.reason == "LadderOrdered"]
-    assert ordered.message.startswith("steps by estimated wait: 3 (Spot, p50 3m), 1 (FlexStart")
+    [ordered] = scenario.event_messages("LadderOrdered")
+    assert ordered.startswith("steps by estimated wait: 3 (Spot, p50 3m), 1 (FlexStart")
