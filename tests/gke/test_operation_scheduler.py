@@ -33,13 +33,15 @@ Scenario = Callable[[OperationScheduler, NodePoolClient, Woken], Awaitable[None]
 LATENCY = 0.3
 
 
-def creation(gke: NodePoolClient, name: str, since: str, owner: str = "r") -> PoolOperation:
+def creation(
+    gke: NodePoolClient, name: str, since: str, owner: str = "r", namespace: str = "ns"
+) -> PoolOperation:
     pool = rendered(gpu("nvidia-l4", nodes=1, count=1), mode="Spot", name=name)
 
     async def create() -> object:
         return (await gke.create(pool, UID)).operation
 
-    return PoolOperation(name, "Create", ("ns", owner), Priority.CREATE, since, (create,))  # type: ignore[arg-type]
+    return PoolOperation(name, "Create", (namespace, owner), Priority.CREATE, since, (create,))  # type: ignore[arg-type]
 
 
 def scheduled(
@@ -109,6 +111,41 @@ def test_never_more_in_flight_than_the_slots_and_creates_in_request_order(
     assert sorted(made[10:]) == names[10:]
     assert all(c.ok for c in creates)
     assert emulator.max_operations_in_flight() == 5
+
+
+def test_namespaces_take_turns_a_crowd_in_one_does_not_hold_every_slot(
+    make_emulator: MakeEmulator,
+) -> None:
+    """One namespace applies 200 requests, another 5 just after: the 5 are served among
+    the first ten creates (the slots are shared in turn), not after the 200."""
+    emulator = make_emulator(EmulatorConfig(operation_latency_seconds=0.05))
+    crowd = [f"a-{i:03d}" for i in range(200)]
+    few = [f"b-{i}" for i in range(5)]
+
+    async def scenario(
+        scheduler: OperationScheduler, gke: NodePoolClient, _: list[tuple[str, str]]
+    ) -> None:
+        for i, name in enumerate(crowd):
+            stamp = f"2026-11-23T10:{i // 60:02d}:{i % 60:02d}Z"
+            scheduler.submit(creation(gke, name, stamp, name, namespace="team-a"))
+        for i, name in enumerate(few):
+            stamp = f"2026-11-23T11:00:{i:02d}Z"
+            scheduler.submit(creation(gke, name, stamp, name, namespace="team-b"))
+        # The places told follow the turns: team-b's last is tenth, team-a's last is last.
+        last_few, last_crowd = scheduler.view(few[-1]), scheduler.view(crowd[-1])
+        assert last_few is not None
+        assert last_crowd is not None
+        assert (last_few.position, last_crowd.position, last_crowd.queued) == (10, 205, 205)
+        assert scheduler.position_for(Priority.CREATE, "2026-11-23T12:00:00Z", "team-c") == 3
+        made = lambda: {c.request.node_pool.name for c in emulator.calls_for("CreateNodePool")}  # noqa: E731
+        await until(lambda: set(few) <= made())
+
+    scheduled(emulator, scenario)
+    order = [c.request.node_pool.name for c in emulator.calls_for("CreateNodePool")]
+    served = [order.index(name) for name in few]
+    assert max(served) < 10, order[:12]
+    # team-a was not starved either: it had its turns in between.
+    assert len([name for name in order[:10] if name.startswith("a-")]) == 5
 
 
 def test_scale_downs_overtake_waiting_creates(make_emulator: MakeEmulator) -> None:

@@ -315,7 +315,7 @@ async def observe(request: RequestView, created: str, sources: Sources) -> Obser
         abandoned=abandoned,
         abandoned_names=frozenset(left),
         create_position=(
-            sources.operations.position_for(Priority.CREATE, created)
+            sources.operations.position_for(Priority.CREATE, created, request.namespace)
             if any(v is None for v in views)
             else 0
         ),

@@ -4,7 +4,8 @@ GKE runs a cluster's node pool operations a few at a time (5 by default: one mor
 answered RESOURCE_EXHAUSTED "Too many operations") and one at a time per pool
 (FAILED_PRECONDITION). Each takes seconds to tens of seconds. So operations wait here
 for a slot, in an order that stops the bill first: scale-downs and deletes before
-creates, and creates first come, first served (by the request's creation time).
+creates, and within each, the cluster's namespaces in turn (`controller.line`), each
+namespace's requests first come, first served (by creation time).
 
 An operation is started (one call), then followed by name when it is due; when one is
 done its slot is free for the next at once (GKE counts it no more), while the operation
@@ -19,7 +20,6 @@ effect (or the pool still PROVISIONING/STOPPING) in GKE, which is what it decide
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import itertools
 import logging
@@ -31,6 +31,7 @@ from enum import IntEnum
 from dws_operator import rfc3339
 from dws_operator.controller.cache import Key
 from dws_operator.controller.fence import FENCE, LeaseLost
+from dws_operator.controller.line import Entry, FairLine
 from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.gke import GkeError, NodePoolClient, classify_status
 from dws_operator.gke.client import Operation
@@ -129,8 +130,8 @@ class OperationScheduler:
         self.poll = poll
         self._clock = clock
         self._ops: dict[str, PoolOperation] = {}
-        #: Queued operations by `order` (kept sorted: positions are bisections).
-        self._queue: list[tuple[tuple[int, str, int], str]] = []
+        #: Queued operations, by namespace.
+        self._line = FairLine()
         self._active: set[str] = set()
         #: Of `_active`: done in GKE (its slot free), the snapshot not yet refreshed.
         self._finishing: set[str] = set()
@@ -163,7 +164,7 @@ class OperationScheduler:
         self._errors.pop(operation.pool, None)
         operation.order = (operation.priority, operation.since, next(self._seq))
         self._ops[operation.pool] = operation
-        bisect.insort(self._queue, (operation.order, operation.pool))
+        self._line.add(operation.owner[0], Entry(operation.order, operation.pool))
         self._kick.set()
 
     def view(self, pool: str) -> OperationView | None:
@@ -177,8 +178,8 @@ class OperationScheduler:
         return OperationView(
             kind=operation.kind,
             running=False,
-            position=bisect.bisect_left(self._queue, (operation.order, pool)) + 1,
-            queued=len(self._queue),
+            position=self._line.position(operation.owner[0], operation.order),
+            queued=len(self._line),
             slots=self.slots,
             retrying=message,
         )
@@ -196,12 +197,13 @@ class OperationScheduler:
         operation = self._ops.get(pool)
         return operation.owner if operation is not None else None
 
-    def position_for(self, priority: Priority, since: str) -> int:
-        """Where a new operation would queue (1 = next), 0 if a slot is free for it now."""
-        ahead = bisect.bisect_left(self._queue, ((priority, since, next(self._seq)), ""))
-        if ahead == 0 and self._taken() < self.slots:
+    def position_for(self, priority: Priority, since: str, namespace: str) -> int:
+        """Where a new operation of a request in `namespace` would queue (1 = next), 0 if
+        a slot is free for it now."""
+        place = self._line.position(namespace, (priority, since, next(self._seq)))
+        if place == 1 and self._taken() < self.slots:
             return 0
-        return ahead + 1
+        return place
 
     def done_lately(self, pool: str, kind: str, within: float) -> bool:
         """Whether an operation of `kind` on `pool` ended well less than `within` s ago."""
@@ -229,7 +231,7 @@ class OperationScheduler:
 
     @property
     def queued(self) -> int:
-        return len(self._queue)
+        return len(self._line)
 
     # -- the loops ----------------------------------------------------------------------
 
@@ -253,17 +255,19 @@ class OperationScheduler:
         if now < self._paused_until:
             return self._paused_until - now
         soonest: float | None = None
-        index = 0
-        while self._taken() < self.slots and index < len(self._queue):
-            pool = self._queue[index][1]
-            operation = self._ops[pool]
-            if operation.not_before > now:
-                delay = operation.not_before - now
-                soonest = delay if soonest is None else min(soonest, delay)
-                index += 1
-                continue
-            del self._queue[index]
-            self._woken_by_position(index)
+        while self._taken() < self.slots:
+            entry = self._line.take(lambda e: self._ops[e.pool].not_before <= now)
+            if entry is None:
+                waits = [
+                    o.not_before - now
+                    for o in self._ops.values()
+                    if o.not_before > now and o.pool not in self._active
+                ]
+                soonest = min(waits, default=None)
+                break
+            operation = self._ops[entry.pool]
+            pool = operation.pool
+            self._woken_by_position()
             if operation.priority == Priority.CREATE:
                 self.wake(operation.owner)  # its status: no longer waiting for a slot
             self._active.add(pool)
@@ -275,8 +279,8 @@ class OperationScheduler:
         """Start the preparation of the operations next in line (as many as there are
         slots): a slot that frees up then goes straight to GKE. Those further back cost
         nothing while they wait (a request deleted meanwhile simply goes)."""
-        for _, pool in self._queue[: self.slots]:
-            operation = self._ops[pool]
+        for entry in self._line.first(self.slots):
+            operation = self._ops[entry.pool]
             prepare, waiting = operation.prepare, operation.not_before > now
             if prepare is not None and operation.preparing is None and not waiting:
                 operation.preparing = self._prepared(prepare)
@@ -287,18 +291,14 @@ class OperationScheduler:
         task.add_done_callback(_retrieved)
         return task
 
-    def _woken_by_position(self, removed: int) -> None:
-        # Everyone behind moved up one. Waking only those now at position 1, 2, 4, 8...
-        # keeps their status close to true at O(log n) passes each, not O(n). Only a
-        # create or takeover says its place in the request's status: a request whose
-        # pool waits to be scaled down or deleted has nothing to write, so no pass.
-        position = 1
-        while position - 1 < len(self._queue):
-            if position - 1 >= removed:
-                operation = self._ops[self._queue[position - 1][1]]
-                if operation.priority == Priority.CREATE:
-                    self.wake(operation.owner)
-            position *= 2
+    def _woken_by_position(self) -> None:
+        # Those behind moved up. Only a create or takeover says its place in the
+        # request's status: a request whose pool waits to be scaled down or deleted has
+        # nothing to write, so no pass.
+        for entry in self._line.every_doubling():
+            operation = self._ops[entry.pool]
+            if operation.priority == Priority.CREATE:
+                self.wake(operation.owner)
 
     def _spawn(self, coroutine: Awaitable[None]) -> asyncio.Future[None]:
         task = asyncio.ensure_future(coroutine)
@@ -395,7 +395,7 @@ class OperationScheduler:
                 error,
                 extra=_fields(operation),
             )
-            bisect.insort(self._queue, (operation.order, pool))
+            self._line.add(operation.owner[0], Entry(operation.order, pool))
         self.wake(operation.owner)
         self._kick.set()
 
@@ -530,9 +530,7 @@ class OperationScheduler:
         await self._finished(operation, None)
 
     def _dequeue(self, operation: PoolOperation) -> None:
-        index = bisect.bisect_left(self._queue, (operation.order, operation.pool))
-        if index < len(self._queue) and self._queue[index][1] == operation.pool:
-            del self._queue[index]
+        self._line.remove(operation.owner[0], Entry(operation.order, operation.pool))
         del self._ops[operation.pool]
 
 
