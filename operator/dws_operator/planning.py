@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from dws_operator.api import ApiModel, PlanSummary, TrainingRequestSpec
+from dws_operator.api import AcceleratorSpec, ApiModel, PlanSummary, TrainingRequestSpec
 from dws_operator.catalog import (
     GPU_ACCELERATOR_LABEL_KEY,
     GPU_ACCELERATORS,
@@ -200,14 +200,46 @@ class _Shape:
         return self.kind == "tpu" and self.nodes > 1 and self.topology is not None
 
 
-def _shape(spec: TrainingRequestSpec, site: ClusterSite | None, zones_field: str) -> _Shape:
-    tpu, gpu = spec.accelerator.tpu, spec.accelerator.gpu
+@dataclass(frozen=True)
+class Machines:
+    """The VMs of one slice: their machine type, chips (TPU chips or GPUs) on each,
+    and how many; the same on every step of a ladder (the accelerator is the spec's)."""
+
+    machine_type: str
+    chips_per_node: int
+    nodes: int
+
+
+def machines_of(accelerator: AcceleratorSpec) -> Machines | None:
+    """The chip math of `accelerator` alone; None when its machine type does not fit it
+    (an invalid spec, which says so elsewhere)."""
+    tpu, gpu = accelerator.tpu, accelerator.gpu
     if tpu is not None:
         generation = TPU_GENERATIONS[tpu.version]
+        if not generation.machine_types_for(tpu.topology):
+            return None  # not a topology of this generation
         machine_type = tpu.machine_type or default_machine_type(generation, tpu.topology)
-        machine = generation.machine_type(machine_type)
-        assert machine is not None  # spec_errors checked it
-        nodes = topology_chips(tpu.topology) // machine.chips
+        tpu_machine = generation.machine_type(machine_type)
+        if tpu_machine is None:
+            return None
+        chips = tpu_machine.chips
+        return Machines(tpu_machine.name, chips, topology_chips(tpu.topology) // chips)
+    assert gpu is not None  # AcceleratorSpec guarantees exactly one
+    kind = GPU_ACCELERATORS[gpu.type]
+    chosen = gpu.machine_type or (kind.machine_type_for_count(gpu.count) if gpu.count else None)
+    gpu_machine = kind.machine_type(chosen or kind.default_machine_type)
+    if gpu_machine is None:
+        return None
+    return Machines(gpu_machine.name, gpu_machine.gpus, gpu.nodes)
+
+
+def _shape(spec: TrainingRequestSpec, site: ClusterSite | None, zones_field: str) -> _Shape:
+    tpu, gpu = spec.accelerator.tpu, spec.accelerator.gpu
+    machines = machines_of(spec.accelerator)
+    assert machines is not None  # spec_errors checked it
+    if tpu is not None:
+        generation = TPU_GENERATIONS[tpu.version]
+        nodes = machines.nodes
         zone = None
         if nodes > 1 and site is not None:
             named = tuple(spec.provisioning.zones or ())
@@ -220,8 +252,8 @@ def _shape(spec: TrainingRequestSpec, site: ClusterSite | None, zones_field: str
             accelerator=f"tpu-{tpu.version}",
             label_key=TPU_ACCELERATOR_LABEL_KEY,
             label=generation.accelerator_label,
-            machine_type=machine.name,
-            chips_per_node=machine.chips,
+            machine_type=machines.machine_type,
+            chips_per_node=machines.chips_per_node,
             nodes=nodes,
             resource_name=TPU_RESOURCE,
             taint=Toleration(TPU_TAINT_KEY, TPU_TAINT_VALUE),
@@ -231,20 +263,14 @@ def _shape(spec: TrainingRequestSpec, site: ClusterSite | None, zones_field: str
             zone=zone,
         )
     assert gpu is not None  # AcceleratorSpec guarantees exactly one
-    accelerator = GPU_ACCELERATORS[gpu.type]
-    chosen = gpu.machine_type or (
-        accelerator.machine_type_for_count(gpu.count) if gpu.count else None
-    )
-    gpu_machine = accelerator.machine_type(chosen or accelerator.default_machine_type)
-    assert gpu_machine is not None
     return _Shape(
         kind="gpu",
         accelerator=gpu.type.value,
         label_key=GPU_ACCELERATOR_LABEL_KEY,
         label=gpu.type.value,
-        machine_type=gpu_machine.name,
-        chips_per_node=gpu_machine.gpus,
-        nodes=gpu.nodes,
+        machine_type=machines.machine_type,
+        chips_per_node=machines.chips_per_node,
+        nodes=machines.nodes,
         resource_name=GPU_RESOURCE,
         taint=Toleration(GPU_TAINT_KEY, GPU_TAINT_VALUE),
         gpu_type=gpu.type.value,

@@ -44,6 +44,10 @@ or in each one served.
 - apiGroups: ["dws-operator.dev"]
   resources: ["trainingrequests/status"]
   verbs: ["get", "patch"]
+# The namespaces' TrainingPolicies (guardrails), watched; never written.
+- apiGroups: ["dws-operator.dev"]
+  resources: ["trainingpolicies"]
+  verbs: ["get", "list", "watch"]
 # The workload of each request; watched so a finished Job's pool goes at once.
 - apiGroups: ["batch"]
   resources: ["jobs"]

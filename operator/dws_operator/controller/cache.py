@@ -14,14 +14,23 @@ Nodes as their pool's name, which keeps the memory of a thousand requests small.
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
+from dws_operator.api import TERMINAL_PHASES
+from dws_operator.api.policy import TrainingPolicy, TrainingPolicySpec
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
+from dws_operator.guardrails import Size
 from dws_operator.multislice import JOBSET_NAME_LABEL, JOBSET_PLURAL
+from dws_operator.reconcile import ADMITTED
 from dws_operator.workload import REQUEST_LABEL
+
+log = logging.getLogger(__name__)
 
 #: (namespace, name) of a namespaced object.
 Key = tuple[str, str]
@@ -157,6 +166,13 @@ class RequestSummary:
     #: The operator scaled its pools down (status.scaledDownAt): not so under
     #: `cleanup: Keep`, whose pools stay the request's.
     scaled_down: bool = False
+    #: metadata.creationTimestamp as stored (RFC 3339, so its order is time's).
+    created: str = ""
+    #: Past its namespace's TrainingPolicies (`reconcile.policy.admitted`): it asked for
+    #: capacity, holds a pool or booking, or its Admitted condition is True.
+    admitted: bool = False
+    #: Its size by its status's plan (every slice): what it holds or asks for.
+    size: Size = Size(0, 0)  # noqa: RUF009 (frozen, so shared safely)
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> RequestSummary:
@@ -173,7 +189,32 @@ class RequestSummary:
             nodes=int((status.get("plan") or {}).get("nodes") or 0),
             released_at=released if isinstance(released, str) else None,
             scaled_down=isinstance(status.get("scaledDownAt"), str),
+            created=str(metadata.get("creationTimestamp") or ""),
+            admitted=_admitted(status),
+            size=_planned_size(status.get("plan")),
         )
+
+    @property
+    def ended(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+
+def _admitted(status: Mapping[str, Any]) -> bool:
+    if status.get("requestedAt") or status.get("nodePool") or status.get("booking"):
+        return True
+    conditions = status.get("conditions")
+    return isinstance(conditions, list) and any(
+        isinstance(c, dict) and c.get("type") == ADMITTED and c.get("status") == "True"
+        for c in conditions
+    )
+
+
+def _planned_size(plan: object) -> Size:
+    if not isinstance(plan, dict):
+        return Size()
+    numbers = [plan.get(k) for k in ("totalChips", "slices", "totalNodes", "nodes")]
+    chips, slices, total, nodes = (n if isinstance(n, int) else 0 for n in numbers)
+    return Size(chips=chips * max(slices, 1), nodes=total or nodes * max(slices, 1))
 
 
 class KubeCache:
@@ -200,6 +241,8 @@ class KubeCache:
         #: Our Jobs and JobSets (kind, namespace, name) whose Kueue Workload Kueue
         #: deactivated: Kueue's word why.
         self._deactivated: dict[tuple[str, str, str], str] = {}
+        #: TrainingPolicies by namespace, then name, read once as they come.
+        self._policies: dict[str, dict[str, TrainingPolicy]] = {}
 
     # -- TrainingRequests -----------------------------------------------------------
 
@@ -234,6 +277,35 @@ class KubeCache:
             keys.discard(key)
             if not keys:
                 del self._bound[summary.pool]
+
+    def in_namespace(self, namespace: str) -> list[tuple[Key, RequestSummary]]:
+        return [(key, s) for key, s in self._summaries.items() if key[0] == namespace]
+
+    # -- TrainingPolicies -------------------------------------------------------------
+
+    def put_policy(self, body: Mapping[str, Any]) -> str | None:
+        """Keep a TrainingPolicy; its namespace, or None when it cannot be read (the
+        CRD's schema makes that a bug, said in the log)."""
+        namespace, name = key_of(body)
+        try:
+            spec = TrainingPolicySpec.model_validate(body.get("spec") or {})
+        except ValidationError as error:
+            log.error("TrainingPolicy %s/%s unreadable, not applied: %s", namespace, name, error)
+            return None
+        policy = TrainingPolicy(name=name, namespace=namespace, spec=spec)
+        self._policies.setdefault(namespace, {})[name] = policy
+        return namespace
+
+    def remove_policy(self, key: Key) -> None:
+        namespace, name = key
+        known = self._policies.get(namespace, {})
+        known.pop(name, None)
+        if not known:
+            self._policies.pop(namespace, None)
+
+    def policies(self, namespace: str) -> tuple[TrainingPolicy, ...]:
+        known = self._policies.get(namespace, {})
+        return tuple(known[name] for name in sorted(known))
 
     def key_by_uid(self, uid: str) -> Key | None:
         return self._by_uid.get(uid)

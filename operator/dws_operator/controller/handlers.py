@@ -23,7 +23,7 @@ from kopf._core.reactor.inventory import ResourceMemories, ResourceMemory
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.config import KueueMode, OperatorConfig
-from dws_operator.controller.kube import LOCAL_QUEUES, WORKLOADS, KubeApi, connect
+from dws_operator.controller.kube import LOCAL_QUEUES, POLICIES, WORKLOADS, KubeApi, connect
 from dws_operator.controller.login import log_in
 from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.controller.reconciler import FINALIZER
@@ -240,6 +240,11 @@ def _watch(registry: kopf.OperatorRegistry) -> None:
         controller: Controller | None = memo.get("controller")
         if controller is not None and controller.uses_kueue:
             deliver(memo, event, WORKLOADS)
+
+    # The namespaces' TrainingPolicies (where their CRD is installed).
+    @kopf.on.event(GROUP, VERSION, POLICIES, registry=registry)
+    async def policy_event(event: Mapping[str, Any], memo: kopf.Memo, **_: Any) -> None:
+        deliver(memo, event, POLICIES)
 
     @kopf.on.event("", "v1", "services", labels={REQUEST_LABEL: kopf.PRESENT}, registry=registry)
     async def service_event(event: Mapping[str, Any], memo: kopf.Memo, **_: Any) -> None:

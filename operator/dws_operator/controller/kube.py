@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 from dws_operator import rfc3339
 from dws_operator.api import GROUP, KIND, PLURAL, VERSION
+from dws_operator.api.policy import POLICY_PLURAL
 from dws_operator.controller.fence import FENCE
 from dws_operator.controller.transport import ApiError, Conflict, Connection, Invalid, NotFound
 from dws_operator.identity import FIELD_MANAGER
@@ -30,6 +31,8 @@ from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 LOCAL_QUEUES = "localqueues"
 #: Kueue's Workloads (plural), watched to tell a request whose workload Kueue deactivated.
 WORKLOADS = "workloads"
+#: TrainingPolicies (plural): the limits of a namespace's requests.
+POLICIES = POLICY_PLURAL
 
 #: Connections kept to the API server, shared by the reconcile workers and the Event
 #: poster: a pass makes a call or two, a few milliseconds each, so five carry hundreds
@@ -41,6 +44,7 @@ CONNECTIONS = 5
 __all__ = [
     "FIELD_MANAGER",
     "LOCAL_QUEUES",
+    "POLICIES",
     "WORKLOADS",
     "ApiError",
     "Conflict",
@@ -89,6 +93,7 @@ _KINDS = {
     JOBSET_PLURAL: (JOBSET_GROUP, JOBSET_VERSION),
     LOCAL_QUEUES: (KUEUE_GROUP, KUEUE_API_VERSION),
     WORKLOADS: (KUEUE_GROUP, KUEUE_API_VERSION),
+    POLICIES: (GROUP, VERSION),
 }
 
 
@@ -309,7 +314,7 @@ class KubeApi:
             try:
                 listed = await self.call("GET", _path(group, version, kind, namespace), query=query)
             except NotFound:
-                if kind == JOBSET_PLURAL:  # no JobSet API in this cluster: no JobSets either
+                if kind in (JOBSET_PLURAL, POLICIES):  # no such API here: none of them either
                     yield Listed(kind, namespace, [], None)
                     return
                 raise

@@ -33,6 +33,7 @@ from dws_operator.controller.operations import (
     Step,
 )
 from dws_operator.controller.provreqs import PROVREQ_GROUP, provisioning_request_of
+from dws_operator.controller.tenancy import PolicyLedger
 from dws_operator.errors import InvalidSpec
 from dws_operator.gke import (
     GkeError,
@@ -149,6 +150,8 @@ class Reconciler:
         self._absent: dict[str, set[str]] = {}
         self.passes = 0
         self.events = EventPoster(self.kube)
+        #: The namespaces' TrainingPolicies and what their requests hold.
+        self.ledger = PolicyLedger(self.cache)
 
     async def reconcile(self, key: Key) -> Decision | None:
         """One pass over the request as the caches know it; None when there is nothing
@@ -187,7 +190,11 @@ class Reconciler:
         """Read, decide once, write the status once, then act."""
         try:
             observed = await self._observe(key, request, body)
+            # From here to the ledger's note, no await: no other pass counts meanwhile.
+            created = str((body.get("metadata") or {}).get("creationTimestamp") or "")
+            observed = self.ledger.observed(key, created, observed)
             decision = decide(observed, self.config)
+            self.ledger.note(key, request.status, decision.status, request.facts.size)
             try:
                 body = await self._write_status(body, observed, decision.status, decision.tally)
             except Conflict:

@@ -23,7 +23,14 @@ from dws_operator.controller.cache import Key, KubeCache, key_of
 from dws_operator.controller.config import OperatorConfig, OperatorTime
 from dws_operator.controller.fence import FENCE, LeaseLost
 from dws_operator.controller.history import FLUSH_SECONDS, CapacityHistory
-from dws_operator.controller.kube import LOCAL_QUEUES, WORKLOADS, ApiError, Connection, KubeApi
+from dws_operator.controller.kube import (
+    LOCAL_QUEUES,
+    POLICIES,
+    WORKLOADS,
+    ApiError,
+    Connection,
+    KubeApi,
+)
 from dws_operator.controller.login import LoginError
 from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.controller.observe import FactsMemo, Sources
@@ -178,6 +185,9 @@ class Controller:
             async for item in kube.listing(LOCAL_QUEUES, "", namespaces):
                 namespace, name = key_of(item)
                 self.cache.put_local_queue(namespace, name)
+        # The policies before the requests: none is looked at without its namespace's.
+        async for item in kube.listing(POLICIES, "", namespaces):
+            self.cache.put_policy(item)
         async for item in kube.listing(PLURAL, "", namespaces):
             self.put_request(item)
         async for item in kube.listing("jobs", REQUEST_LABEL, namespaces):
@@ -219,6 +229,16 @@ class Controller:
             return
         if kind == WORKLOADS:
             self._on_workload(key[0], deleted, body)
+            return
+        if kind == POLICIES:
+            if deleted:
+                cache.remove_policy(key)
+            elif cache.put_policy(body) is None:
+                return
+            # Requests of the namespace not yet past their policies are looked at again.
+            for other, summary in cache.in_namespace(key[0]):
+                if not (summary.admitted or summary.ended):
+                    self.queue.add(other)
             return
         if kind == "nodes":
             name = str((body.get("metadata") or {}).get("name"))
@@ -327,10 +347,16 @@ class Controller:
             await asyncio.sleep(RELIST_SECONDS * (0.75 + 0.5 * self.rng.random()))
 
     def put_request(self, body: Mapping[str, Any]) -> None:
+        key = key_of(body)
+        before = self.cache.summary(key)
         if self.cache.put_request(body):
-            key = key_of(body)
             self.dependents.update(key, body)
             self.queue.add(key)
+            after = self.cache.summary(key)
+            if after is not None and after.ended and (before is None or not before.ended):
+                # Ended (written by a replica that was the leader, or seen at start):
+                # its namespace's in-flight limits have room again.
+                self.reconciler.ledger.wake_next(key)
 
     def remove_request(self, key: Key) -> None:
         # Gone before anything was made for it (no finalizer held it): a create or a
@@ -341,6 +367,8 @@ class Controller:
         self.cache.remove_request(key)
         self.dependents.remove(key)
         self.queue.forget(key)
+        self.reconciler.ledger.forget(key)
+        self.reconciler.ledger.wake_next(key)
 
     def start(self) -> None:
         for key in self.cache.request_keys():
@@ -538,5 +566,6 @@ def build_controller(
         reconciler,
         time=config.time,
     )
+    reconciler.ledger.wake = queue.add
     holder.append(controller)
     return controller

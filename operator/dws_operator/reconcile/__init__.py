@@ -26,6 +26,7 @@ from dws_operator.reconcile.booking import (
     plan_booking,
     query_for,
 )
+from dws_operator.reconcile.conditions import ADMITTED
 from dws_operator.reconcile.decide import decide
 from dws_operator.reconcile.decision import (
     AT_ONCE,
@@ -57,6 +58,7 @@ from dws_operator.reconcile.observed import (
     RequestView,
 )
 from dws_operator.reconcile.order import ORDERED, estimated_order, ladder_keys, order_pending
+from dws_operator.reconcile.policy import admitted
 from dws_operator.reconcile.preview import PreviewStep, Refused, preview
 from dws_operator.reconcile.step import (
     Planned,
@@ -73,6 +75,7 @@ from dws_operator.reconcile.stuck import RECOVERED, provisioning_request_wanted
 from dws_operator.reconcile.tally import Tally, capacity_key_of, step_key, tally
 
 __all__ = [
+    "ADMITTED",
     "ADVICE_POLL_SECONDS",
     "AT_ONCE",
     "BLOCK_ENDED",
@@ -121,6 +124,7 @@ __all__ = [
     "TakeOverNodePool",
     "Tally",
     "abandoned_pool_names",
+    "admitted",
     "advice_query",
     "attempt_number",
     "capacity_key_of",

@@ -15,6 +15,9 @@ CAPACITY_PROVISIONED = "CapacityProvisioned"
 COMPLETED = "Completed"
 SCALED_DOWN = "ScaledDown"
 VALID = "Valid"
+#: The namespace's TrainingPolicies let the request go on (set only where it has some):
+#: WithinPolicy (True); PolicyLimit, waiting for its in-flight limits (False).
+ADMITTED = "Admitted"
 #: A Calendar-mode block: AwaitingApproval, Submitted, UnderReview (False); Approved,
 #: Delivered (True); BookingDeclined, BookingLost (False).
 BOOKED = "Booked"

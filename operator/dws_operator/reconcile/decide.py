@@ -40,6 +40,7 @@ from dws_operator.reconcile.estimates import show_estimate
 from dws_operator.reconcile.ladder import begin_attempt, next_step, wait_ran_out
 from dws_operator.reconcile.observed import Observed
 from dws_operator.reconcile.order import order_ladder, order_pending
+from dws_operator.reconcile.policy import policy_gate
 from dws_operator.reconcile.pools import ensure_pools, gke_too_old, zones_outside
 from dws_operator.reconcile.step import StepPlan, planned
 from dws_operator.reconcile.stuck import remake_pools
@@ -69,12 +70,16 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
         return _refused(run, *observed.refusal)
     if observed.binding_lost:
         return _rebind(run, None)
+    result = planned(run.request)
+    # Before anything is asked for, an idle pool taken over included.
+    gated = policy_gate(run, result) if isinstance(result, StepPlan) else None
+    if gated is not None:
+        return gated
     if observed.offer is not None and not order_pending(run.request):
         offer = NodePoolStatus(
             name=observed.offer, managed=True, reused=True, location=config.location
         )
         return _rebind(run, offer)
-    result = planned(run.request)
     if isinstance(result, InvalidSpec):
         return _invalid(run, result)
     if order_pending(run.request):

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from dws_operator.api import TrainingRequestSpec
 from dws_operator.errors import InvalidSpec, from_validation_error
+from dws_operator.guardrails import Size, request_size
 from dws_operator.multislice import JOBSET_KIND
 from dws_operator.naming import default_node_pool_name
 from dws_operator.validation import spec_errors
@@ -53,6 +54,9 @@ class RequestFacts:
     #: from the request's name and uid alone (not a pool name the spec gives, which
     #: another request may give too).
     booking_name: str = ""
+    #: Chips and nodes of every slice by the chip math; None when the spec cannot be
+    #: planned.
+    size: Size | None = None
 
     @property
     def ladder_steps(self) -> int:
@@ -98,6 +102,7 @@ def read_spec(name: str, uid: str, spec: Mapping[str, Any]) -> RequestFacts:
         named_pool=named is not None,
         existing=bool(pool.get("existing", False)),
         booking_name=default_node_pool_name(name, uid),
+        size=request_size(validated) if validated is not None else None,
     )
 
 

@@ -12,8 +12,10 @@ from datetime import datetime
 from enum import StrEnum
 
 from dws_operator.api import TrainingRequestStatus
+from dws_operator.api.policy import TrainingPolicy
 from dws_operator.catalog import GkeVersion
 from dws_operator.estimate import Estimate
+from dws_operator.guardrails import Size
 from dws_operator.reconcile.facts import RequestFacts
 from dws_operator.zones import ClusterSite
 
@@ -220,6 +222,13 @@ class Observed:
     #: long enough that it may have stuck (`reconcile.stuck.provisioning_request_wanted`);
     #: None when not read or not there.
     provisioning_request: ProvisioningRequestView | None = None
+    #: The request's namespace's TrainingPolicies (`dws_operator.guardrails`).
+    policies: tuple[TrainingPolicy, ...] = ()
+    #: What the namespace's other admitted requests not yet ended hold or ask for.
+    in_flight: Size = field(default_factory=Size)
+    #: An older request of the namespace still waiting for its policies' in-flight
+    #: limits, that this one waits behind (first come, first served); "" when none.
+    waits_behind: str = ""
 
     @property
     def all_pools(self) -> tuple[PoolView | None, ...]:

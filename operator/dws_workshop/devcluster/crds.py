@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 
-from dws_operator.crd import custom_resource_definition
+from dws_operator.crd import custom_resource_definition, policy_custom_resource_definition
 from dws_operator.identity import FIELD_MANAGER
 from dws_workshop.devcluster.binaries import third_party_crds
 from dws_workshop.devcluster.kubeerrors import Busy, NotFound, typed_errors
@@ -93,7 +93,8 @@ def apply_crds(
 
 
 def install_training_request_crd(api: k8s.ApiClient) -> str:
-    return apply_crds(api, [custom_resource_definition()])[0]
+    """The TrainingRequest CRD, and the TrainingPolicy CRD beside it (its name first)."""
+    return apply_crds(api, [custom_resource_definition(), policy_custom_resource_definition()])[0]
 
 
 def install_third_party_crds(

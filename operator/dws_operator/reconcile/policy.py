@@ -1,0 +1,71 @@
+"""The namespace's TrainingPolicies, checked before a request asks for anything.
+
+Once past (its status says it asked for capacity, holds a pool or booking, or was
+admitted), a request is never checked again: a policy made or tightened later limits the
+requests that come after, and never cuts a run short. A request a policy forbids fails
+`PolicyViolation` naming the policy and the rule; one that would take its namespace
+over an in-flight limit waits (`PolicyLimit`) until others end, first come, first served
+within the namespace.
+"""
+
+from __future__ import annotations
+
+from dws_operator.api import TrainingRequestStatus
+from dws_operator.api.policy import TrainingPolicySpec
+from dws_operator.guardrails import POLICY_LIMIT, POLICY_VIOLATION, over_in_flight, violations
+from dws_operator.reconcile import conditions as cond
+from dws_operator.reconcile.decision import Decision, Draft, Event
+from dws_operator.reconcile.step import StepPlan
+
+#: A request waiting for its namespace's in-flight limits looks again this often (its
+#: namespace's requests ending wake it sooner).
+POLICY_RECHECK_SECONDS = 30.0
+
+
+def admitted(status: TrainingRequestStatus) -> bool:
+    """The request is past its policies: it asked for capacity or holds some."""
+    return bool(
+        status.requested_at
+        or status.node_pool
+        or status.booking
+        or _reason(status, "True") is not None
+    )
+
+
+def policy_gate(run: Draft, result: StepPlan) -> Decision | None:
+    """The request fails or waits by its namespace's policies; None: it goes on."""
+    policies = run.observed.policies
+    if not policies or admitted(run.status):
+        return None
+    size = run.request.facts.size
+    if size is None:
+        return None  # a spec that cannot be planned fails on its own
+    broken = [v for policy in policies for v in violations(policy, result.spec, size)]
+    if broken:
+        message = "; ".join(str(v) for v in broken)
+        run.condition(cond.ADMITTED, "False", POLICY_VIOLATION, message)
+        return run.fail(POLICY_VIOLATION, message)
+    why = next(
+        (w for p in policies if (w := over_in_flight(p, size, run.observed.in_flight))), None
+    )
+    behind = run.observed.waits_behind
+    if why is None and behind and any(_limits_in_flight(p.spec) for p in policies):
+        why = f"waiting behind {behind}, older in this namespace, for the in-flight limits"
+    if why is not None:
+        if _reason(run.status, "False") != POLICY_LIMIT:
+            run.decision.events.append(Event("Normal", POLICY_LIMIT, why))
+        run.condition(cond.ADMITTED, "False", POLICY_LIMIT, why)
+        return run.phase(run.status.phase, f"{POLICY_LIMIT}: {why}", POLICY_RECHECK_SECONDS)
+    names = ", ".join(f"{p.namespace}/{p.name}" for p in policies)
+    run.condition(cond.ADMITTED, "True", "WithinPolicy", f"within TrainingPolicy {names}")
+    return None
+
+
+def _limits_in_flight(spec: TrainingPolicySpec) -> bool:
+    return spec.max_chips_in_flight is not None or spec.max_nodes_in_flight is not None
+
+
+def _reason(status: TrainingRequestStatus, value: str) -> str | None:
+    """The reason of the Admitted condition when its status is `value`."""
+    found = cond.condition(status.conditions, cond.ADMITTED)
+    return found.reason if found is not None and found.status == value else None
