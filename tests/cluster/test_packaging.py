@@ -14,11 +14,13 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
+from dws_operator.api import GROUP, VERSION
 from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread
 from dws_operator.dashboard import dashboard_json
 from dws_operator.gke.pool_defaults import PoolDefaults
 from dws_operator.identity import MANAGED_BY
 from dws_operator.kueue_objects import KUEUE_GROUP_VERSION, dws_flavors, dws_objects
+from dws_operator.workload import REQUEST_LABEL
 from dws_workshop.devcluster import DevCluster, find_binaries
 from dws_workshop.emulator import EmulatorConfig, EmulatorThread
 from tests.builders import tpu
@@ -341,6 +343,65 @@ def test_the_chart_rbac_is_enough_and_no_more(
         with pytest.raises(k8s.ApiException) as raised:
             denied.list_namespaced_secret(namespace)
         assert raised.value.status == 403
+    finally:
+        helm("uninstall", release, "--namespace", namespace)
+
+
+def _service(name: str, owned: bool, labelled: bool) -> str:
+    metadata: dict[str, Any] = {"name": name}
+    if labelled:
+        metadata["labels"] = {REQUEST_LABEL: "r"}
+    if owned:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "TrainingRequest",
+                "name": "r",
+                "uid": str(uuid.uuid4()),
+            }
+        ]
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": metadata}
+    service["spec"] = {"clusterIP": "None", "selector": {"a": "b"}}
+    return json.dumps(service)
+
+
+def test_the_operator_scope_policy_lets_it_touch_only_requests_objects(
+    helm: Helm, kubectl: Kubectl, training_request_crd: str, namespace: str
+) -> None:
+    """The chart's operator-scope admission policy: as the operator's ServiceAccount,
+    a Service without the request label or a TrainingRequest owner is refused, and so is
+    anything in kube-system; one labelled and owned is made. Others are not limited."""
+    release = f"scope-{uuid.uuid4().hex[:6]}"
+    installed = helm("install", release, str(CHART), "--namespace", namespace, *GKE_VALUES)
+    assert installed.returncode == 0, installed.stderr
+    identity = f"system:serviceaccount:{namespace}:{release}-dws-operator"
+
+    def create(
+        manifest: str, where: str, who: str | None = identity
+    ) -> subprocess.CompletedProcess[str]:
+        acting = ("--as", who) if who else ()
+        return kubectl(
+            "create", "--dry-run=server", "-n", where, *acting, "-f", "-", stdin=manifest
+        )
+
+    try:
+        bare = _service("bare", owned=False, labelled=False)
+        refused = eventually(
+            lambda: (r := create(bare, namespace)).returncode != 0 and r,
+            timeout=60,
+            what="the operator-scope policy in force",
+        )
+        assert f"{release}-dws-operator-scope" in refused.stderr, refused.stderr
+        assert "touches only objects labelled" in refused.stderr, refused.stderr
+        unowned = create(_service("unowned", owned=False, labelled=True), namespace)
+        assert "a TrainingRequest owns" in unowned.stderr, unowned.stderr
+        ours = _service("ours", owned=True, labelled=True)
+        made = create(ours, namespace)
+        assert made.returncode == 0, made.stderr
+        system = create(ours, "kube-system")
+        assert "nothing in kube-system" in system.stderr, system.stderr
+        # Not the operator (the cluster's admin): the policy does not apply.
+        assert create(bare, namespace, who=None).returncode == 0
     finally:
         helm("uninstall", release, "--namespace", namespace)
 
