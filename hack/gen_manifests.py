@@ -1,5 +1,6 @@
 """Writes the generated manifests: the chart's Kueue objects (from the Python that the
-sandbox and the tests apply), its admission policies (from dws_operator.admission), the chart's Grafana dashboard (from dws_operator.dashboard),
+sandbox and the tests apply), its admission policies (from dws_operator.admission),
+the chart's Grafana dashboard (from dws_operator.dashboard),
 the operator's custom IAM roles in manifests/iam/ (from dws_operator.iam) and
 manifests/base/ (the kustomize base, from the Helm chart's defaults and the CRD).
 
@@ -116,7 +117,7 @@ ADMISSION_VALUES = {
     "GUARDRAILS": '{{ include "dws-operator.fullname" . }}-guardrails',
     "SCOPE": '{{ include "dws-operator.fullname" . }}-scope',
     "IDENTITY": (
-        'system:serviceaccount:{{ .Release.Namespace }}:'
+        "system:serviceaccount:{{ .Release.Namespace }}:"
         '{{ include "dws-operator.serviceAccountName" . }}'
     ),
 }

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from dws_operator.cli import main
-from dws_operator.crd import render_crd_yaml
+from dws_operator.crd import render_crd_yaml, render_policy_crd_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -249,6 +249,10 @@ def test_crd_command_prints_the_generated_crd(capsys: pytest.CaptureFixture[str]
     code, out, _ = run(capsys, "crd")
     assert code == 0
     assert out == render_crd_yaml()
+    code, out, _ = run(capsys, "crd", "--policy")
+    assert code == 0
+    assert out == render_policy_crd_yaml()
+    assert "kind: TrainingPolicy" in out
 
 
 def test_console_entry_point() -> None:

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from dws_operator.crd import render_crd_yaml
+from dws_operator.crd import render_crd_yaml, render_policy_crd_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "dws-operator"
@@ -17,6 +17,15 @@ def test_chart_crd_is_the_generated_one() -> None:
     assert (CHART / "crds" / "trainingrequests.dws-operator.dev.yaml").read_text() == (
         render_crd_yaml()
     )
+
+
+def test_the_policy_crd_committed_and_in_the_chart_is_the_generated_one() -> None:
+    generated = render_policy_crd_yaml()
+    assert (CHART / "crds" / "trainingpolicies.dws-operator.dev.yaml").read_text() == generated
+    assert (ROOT / "crds" / "trainingpolicies.dws-operator.dev.yaml").read_text() == generated, (
+        "run `dws-operator crd --policy -o crds/trainingpolicies.dws-operator.dev.yaml`"
+    )
+    assert (ROOT / "manifests" / "base" / "policy-crd.yaml").read_text() == generated
 
 
 def test_dockerfile_lints_clean() -> None:

@@ -15,7 +15,6 @@ from dws_operator.api.policy import TrainingPolicySpec
 from dws_operator.guardrails import POLICY_LIMIT, POLICY_VIOLATION, over_in_flight, violations
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.decision import Decision, Draft, Event
-from dws_operator.reconcile.step import StepPlan
 
 #: A request waiting for its namespace's in-flight limits looks again this often (its
 #: namespace's requests ending wake it sooner).
@@ -32,15 +31,16 @@ def admitted(status: TrainingRequestStatus) -> bool:
     )
 
 
-def policy_gate(run: Draft, result: StepPlan) -> Decision | None:
+def policy_gate(run: Draft) -> Decision | None:
     """The request fails or waits by its namespace's policies; None: it goes on."""
     policies = run.observed.policies
     if not policies or admitted(run.status):
         return None
-    size = run.request.facts.size
-    if size is None:
+    spec, size = run.request.facts.spec, run.request.facts.size
+    if spec is None or size is None:
         return None  # a spec that cannot be planned fails on its own
-    broken = [v for policy in policies for v in violations(policy, result.spec, size)]
+    # The whole ladder as written (the plan's spec is its current step's alone).
+    broken = [v for policy in policies for v in violations(policy, spec, size)]
     if broken:
         message = "; ".join(str(v) for v in broken)
         run.condition(cond.ADMITTED, "False", POLICY_VIOLATION, message)
