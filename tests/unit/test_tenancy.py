@@ -53,7 +53,7 @@ def ledger(
 ) -> tuple[PolicyLedger, list[tuple[str, str]]]:
     cache = KubeCache()
     if policies:
-        assert cache.put_policy(POLICY) == NAMESPACE
+        assert cache.put_policy(POLICY)
     for body in bodies:
         cache.put_request(body)
     woken: list[tuple[str, str]] = []
@@ -134,5 +134,17 @@ def test_a_policy_deleted_is_forgotten_and_one_unreadable_is_not_kept() -> None:
     cache.put_policy(POLICY)
     cache.remove_policy((NAMESPACE, "limits"))
     assert cache.policies(NAMESPACE) == ()
-    assert cache.put_policy(POLICY | {"spec": {"maxChipsInFlight": "many"}}) is None
+    assert not cache.put_policy(POLICY | {"spec": {"maxChipsInFlight": "many"}})
     assert cache.policies(NAMESPACE) == ()
+
+
+def test_a_policy_listed_again_unchanged_is_nothing_new_and_one_deleted_unseen_goes() -> None:
+    cache = KubeCache()
+    assert cache.put_policy(POLICY)
+    assert not cache.put_policy(POLICY)  # a relist: no one is woken
+    changed = POLICY | {"metadata": {**POLICY["metadata"], "resourceVersion": "2"}}
+    assert cache.put_policy(changed)
+    assert cache.holds("trainingpolicies", (NAMESPACE, "limits"))
+    # A listing at version 3 without it: deleted while no watch said so.
+    assert cache.stale("trainingpolicies", NAMESPACE, set(), 3) == [(NAMESPACE, "limits")]
+    assert cache.stale("trainingpolicies", NAMESPACE, set(), 1) == []  # the listing is older

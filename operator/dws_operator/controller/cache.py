@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from dws_operator.api import TERMINAL_PHASES
-from dws_operator.api.policy import TrainingPolicy, TrainingPolicySpec
+from dws_operator.api.policy import POLICY_PLURAL, TrainingPolicy, TrainingPolicySpec
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.guardrails import Size
 from dws_operator.multislice import JOBSET_NAME_LABEL, JOBSET_PLURAL
@@ -243,6 +243,7 @@ class KubeCache:
         self._deactivated: dict[tuple[str, str, str], str] = {}
         #: TrainingPolicies by namespace, then name, read once as they come.
         self._policies: dict[str, dict[str, TrainingPolicy]] = {}
+        self._policy_versions: dict[Key, int | None] = {}
 
     # -- TrainingRequests -----------------------------------------------------------
 
@@ -283,21 +284,26 @@ class KubeCache:
 
     # -- TrainingPolicies -------------------------------------------------------------
 
-    def put_policy(self, body: Mapping[str, Any]) -> str | None:
-        """Keep a TrainingPolicy; its namespace, or None when it cannot be read (the
-        CRD's schema makes that a bug, said in the log)."""
+    def put_policy(self, body: Mapping[str, Any]) -> bool:
+        """Keep a TrainingPolicy; whether it is new or changed. One that cannot be read
+        (the CRD's schema makes that a bug, said in the log) is not kept."""
         namespace, name = key_of(body)
+        known = self._policy_versions.get((namespace, name))
+        if known is not None and known == _version(body):
+            return False  # what the cache knew already (a relist)
         try:
             spec = TrainingPolicySpec.model_validate(body.get("spec") or {})
         except ValidationError as error:
             log.error("TrainingPolicy %s/%s unreadable, not applied: %s", namespace, name, error)
-            return None
+            return False
         policy = TrainingPolicy(name=name, namespace=namespace, spec=spec)
         self._policies.setdefault(namespace, {})[name] = policy
-        return namespace
+        self._policy_versions[namespace, name] = _version(body)
+        return True
 
     def remove_policy(self, key: Key) -> None:
         namespace, name = key
+        self._policy_versions.pop(key, None)
         known = self._policies.get(namespace, {})
         known.pop(name, None)
         if not known:
@@ -490,6 +496,12 @@ class KubeCache:
             known = self._services.versions_in(namespace)
         elif kind == "nodes":
             known = {("", name): v for name, v in self._node_versions.items()}
+        elif kind == POLICY_PLURAL:
+            known = {
+                key: v
+                for key, v in self._policy_versions.items()
+                if namespace is None or key[0] == namespace
+            }
         else:
             raise ValueError(f"no relisting of {kind}")
         return sorted(
@@ -510,6 +522,8 @@ class KubeCache:
             return key in self._services.versions
         if kind == "nodes":
             return key[1] in self._node_versions
+        if kind == POLICY_PLURAL:
+            return key in self._policy_versions
         return False
 
     def uid(self, kind: str, key: Key) -> str | None:

@@ -233,7 +233,7 @@ class Controller:
         if kind == POLICIES:
             if deleted:
                 cache.remove_policy(key)
-            elif cache.put_policy(body) is None:
+            elif not cache.put_policy(body):
                 return
             # Requests of the namespace not yet past their policies are looked at again.
             for other, summary in cache.in_namespace(key[0]):
@@ -289,7 +289,7 @@ class Controller:
         sources: list[tuple[str, str]] = [(PLURAL, ""), ("jobs", REQUEST_LABEL)]
         if self.jobset:
             sources += [(JOBSET_PLURAL, REQUEST_LABEL), ("jobs", JOBSET_NAME_LABEL)]
-        sources += [("services", REQUEST_LABEL), ("nodes", NODE_POOL_LABEL_KEY)]
+        sources += [("services", REQUEST_LABEL), ("nodes", NODE_POOL_LABEL_KEY), (POLICIES, "")]
         # A kind listed twice (Jobs by two labels) is judged on both lists together,
         # at the older of their versions.
         seen: dict[tuple[str, str | None], tuple[set[Key], int | None]] = {}
@@ -322,6 +322,9 @@ class Controller:
     def _forget(self, kind: str, key: Key) -> None:
         if kind == PLURAL:
             self.remove_request(key)
+            return
+        if kind == POLICIES:
+            self.on_event(POLICIES, True, {"metadata": {"namespace": key[0], "name": key[1]}})
             return
         if kind == "nodes":
             pool = self.cache.remove_node(key[1])
