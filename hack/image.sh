@@ -7,7 +7,7 @@
 # (a small wrapper script) that reaches the image store it was built in; with
 # --print-podman, only the wrapper, building nothing.
 #
-# The Dockerfile's base (python:<version>-slim-bookworm) is pulled when a registry
+# The Dockerfile's base (its ARG BASE, python:<version>-slim-bookworm) is pulled when a registry
 # answers. When none does (machines that reach only PyPI and Debian's mirrors), a
 # stand-in is assembled from Debian's packages under the base's name: debootstrap
 # --variant=minbase with python3 and python3-venv, a virtualenv at the official image's
@@ -92,7 +92,8 @@ rm -rf "$cache/storage" "$cache/run"
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/pyproject.toml" | head -1)
 [[ -n $version ]] || die "no version in pyproject.toml"
 image=localhost/dws-operator:$version
-base=$(sed -n 's/^FROM \([^ ]*\) AS build$/\1/p' "$root/Dockerfile" | head -1)
+# The Dockerfile's ARG BASE default: the tag (a release build passes the digest-pinned one).
+base=$(sed -n 's/^ARG BASE=\([^ ]*\)$/\1/p' "$root/Dockerfile" | head -1)
 [[ $base =~ ^python:(3\.[0-9]+)\.[0-9]+-slim-(bookworm|trixie)$ ]] ||
   die "the Dockerfile's base is ${base:-missing}; a stand-in exists only for python:3.X.Y-slim-bookworm"
 suite=${BASH_REMATCH[2]}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prints the path of a virtualenv with dws-operator's development dependencies,
 # creating it under ~/.cache/dws-operator/venv/ when missing (keyed by the Python
-# version and a hash of pyproject.toml, so a dependency change gets a fresh one), and
+# version and a hash of pyproject.toml, so a dependency change gets a fresh one; the
+# operator's runtime dependencies at the versions of requirements.lock), and
 # (re)installs this checkout into it in editable mode (no network, about 2 s).
 #
 # `hack/python-env.sh operator` does the same for a virtualenv with the operator's
@@ -50,7 +51,17 @@ project = tomllib.load(open(sys.argv[1], "rb"))["project"]
 extras = [r for e in json.loads(sys.argv[2]) for r in project["optional-dependencies"][e]]
 print("\n".join(project["dependencies"] + extras))
 PY
-  "$venv/bin/python" -m pip install --quiet -r "$venv/requirements.txt" >&2
+  # The operator's runtime dependencies at requirements.lock's versions (hack/lock.sh wrote
+  # it from a venv made here): a fresh machine tests what the image ships. When the lock no
+  # longer fits pyproject.toml (a bound raised past a pin), the venv is resolved without it
+  # and tests/unit/test_requirements_lock.py says to run hack/lock.sh.
+  sed -n 's/^\([A-Za-z0-9][A-Za-z0-9._-]*==[^ ;]*\).*/\1/p' "$root/requirements.lock" \
+    >"$venv/constraints.txt" 2>/dev/null || : >"$venv/constraints.txt"
+  if ! "$venv/bin/python" -m pip install --quiet -r "$venv/requirements.txt" \
+    -c "$venv/constraints.txt" >&2; then
+    echo "dws-operator: requirements.lock conflicts with pyproject.toml; resolving without it (then run hack/lock.sh)" >&2
+    "$venv/bin/python" -m pip install --quiet -r "$venv/requirements.txt" >&2
+  fi
   touch "$venv/.complete"
 fi
 
