@@ -1,7 +1,7 @@
 """The Compute Engine REST methods the operator calls, over HTTP with google-auth.
 
 Compute's generated Python library (google-cloud-compute's `compute_v1`) costs about
-90 MiB of RSS once imported, for the handful of methods below; these are the same
+93 MiB of RSS once imported, for the handful of methods below; these are the same
 calls at Compute's own paths (`/compute/v1/projects/P/regions/R/...`), with its JSON.
 
 Each method is synchronous and blocking, as the library's were: `call_compute`
