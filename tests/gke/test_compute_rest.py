@@ -1,5 +1,5 @@
 """The operator's Compute REST client (dws_operator.gke.compute_rest): the operator never
-loads Google's Compute library (about 90 MiB), credentials reach Compute as a bearer token
+loads Google's Compute library (about 93 MiB), credentials reach Compute as a bearer token
 refreshed on a 401, and Compute itself is the default endpoint."""
 
 from __future__ import annotations
