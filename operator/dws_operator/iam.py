@@ -15,7 +15,9 @@ Four roles, so each is granted only where and when it is needed:
 - `dwsOperatorCalendarMode`: DWS Calendar-mode bookings (future reservations).
 
 A call is named `<client class>.<method>` of the Python client the operator calls
-(google-cloud-container's ClusterManagerAsyncClient, google-cloud-compute's clients).
+(google-cloud-container's ClusterManagerAsyncClient; for Compute, the REST resources of
+dws_operator.gke.compute_rest, whose methods are Compute's own: `ResourcePolicies.insert`
+is `resourcePolicies.insert`).
 Sources were read 2026-11-28 through stored copies of Google's pages; where a page's
 permission section could not be read, the entry's `note` says so.
 
@@ -36,10 +38,10 @@ COMPUTE_REST = "https://cloud.google.com/compute/docs/reference/rest/v1/"
 COMPUTE_DOCS = "https://cloud.google.com/compute/docs/instances/"
 
 CLUSTER_MANAGER = "ClusterManagerAsyncClient"
-RESOURCE_POLICIES = "ResourcePoliciesClient"
-REGION_OPERATIONS = "RegionOperationsClient"
-FUTURE_RESERVATIONS = "FutureReservationsClient"
-ADVICE = "AdviceClient"
+RESOURCE_POLICIES = "ResourcePolicies"
+REGION_OPERATIONS = "RegionOperations"
+FUTURE_RESERVATIONS = "FutureReservations"
+ADVICE = "Advice"
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,7 @@ PERMISSIONS: tuple[Permission, ...] = (
     ),
     Permission(
         "compute.resourcePolicies.create",
-        (f"{RESOURCE_POLICIES}.insert_unary",),
+        (f"{RESOURCE_POLICIES}.insert",),
         WORKLOAD_POLICIES.id,
         f"{COMPUTE_REST}resourcePolicies/insert",
         note="the page's IAM Permissions section was not in the copy read; Compute names "
@@ -171,13 +173,13 @@ PERMISSIONS: tuple[Permission, ...] = (
     ),
     Permission(
         "compute.futureReservations.create",
-        (f"{FUTURE_RESERVATIONS}.insert_unary",),
+        (f"{FUTURE_RESERVATIONS}.insert",),
         CALENDAR_MODE.id,
         f"{COMPUTE_DOCS}create-single-project-future-reservations",
     ),
     Permission(
         "compute.reservations.create",
-        (f"{FUTURE_RESERVATIONS}.insert_unary",),
+        (f"{FUTURE_RESERVATIONS}.insert",),
         CALENDAR_MODE.id,
         # "To let Compute Engine auto-create reservations: compute.reservations.create on
         # the project"; the booking has Compute create the block's reservation.
@@ -191,7 +193,7 @@ PERMISSIONS: tuple[Permission, ...] = (
     ),
     Permission(
         "compute.futureReservations.cancel",
-        (f"{FUTURE_RESERVATIONS}.cancel_unary",),
+        (f"{FUTURE_RESERVATIONS}.cancel",),
         CALENDAR_MODE.id,
         f"{COMPUTE_DOCS}delete-future-reservations",
     ),

@@ -1,5 +1,5 @@
 """The operator's booking client (calendar-mode future reservations) against the
-emulated Compute, through Google's own compute_v1 library: a submit repeated books
+emulated Compute, over its REST API (dws_operator.gke.compute_rest): a submit repeated books
 once, a read says where the booking is, a cancel ends one under review."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 from dws_operator.gke.bookings import BookingClient, future_reservation
 from dws_operator.gke.client import RetryPolicy
-from dws_operator.gke.policies import connect_compute
+from dws_operator.gke.compute_rest import connect_compute
+from dws_operator.gke.compute_types import Accelerator
 from dws_operator.reconcile import BookingPlan
 from dws_workshop.emulator import EmulatorConfig
 from dws_workshop.emulator.config import CalendarReview
@@ -44,17 +45,23 @@ def test_what_is_booked_for_gpus_and_for_tpus() -> None:
     assert UID in gpus.description
     assert gpus.specific_reservation_required
     assert gpus.auto_delete_auto_created_reservations
-    assert gpus.specific_sku_properties.total_count == 2
-    assert gpus.specific_sku_properties.instance_properties.machine_type == "a3-highgpu-8g"
-    assert "aggregate_reservation" not in gpus
+    sku = gpus.specific_sku_properties
+    assert sku is not None
+    assert sku.total_count == 2
+    assert sku.instance_properties is not None
+    assert sku.instance_properties.machine_type == "a3-highgpu-8g"
+    assert gpus.aggregate_reservation is None
+    assert gpus.time_window is not None
     assert gpus.time_window.start_time == "2030-01-01T01:00:00Z"
     assert gpus.time_window.end_time == "2030-01-03T01:00:00Z"
     tpus = future_reservation(plan(timedelta(hours=1), now, tpu=True))
     aggregate = tpus.aggregate_reservation
+    assert aggregate is not None
     assert aggregate.vm_family == "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT6E"
     assert aggregate.workload_type == "BATCH"
-    assert [r.accelerator.accelerator_count for r in aggregate.reserved_resources] == [16]
-    assert "specific_sku_properties" not in tpus
+    sixteen = Accelerator(accelerator_count=16)
+    assert [r.accelerator for r in aggregate.reserved_resources] == [sixteen]
+    assert tpus.specific_sku_properties is None
 
 
 def test_submit_twice_books_once_then_read_and_cancel(make_emulator: MakeEmulator) -> None:

@@ -1,6 +1,6 @@
 """Compute's calendar-mode advice as the emulator serves it, asked through the operator's
-booking client (Google's compute_v1 AdviceClient underneath): a window at the earliest
-start when capacity is free, after the blocks booked when it is not, none in range,
+booking client (`advice.calendarMode` over REST, dws_operator.gke.compute_rest): a window
+at the earliest start when capacity is free, after the blocks booked when it is not, none in range,
 TPU zones that do not serve the family, and the requests Compute refuses. Time is a
 `ManualClock` the test moves."""
 
@@ -11,17 +11,15 @@ from datetime import datetime, timedelta
 
 import pytest
 from google.api_core import exceptions as core_exceptions
-from google.api_core.client_options import ClientOptions
-from google.auth.credentials import AnonymousCredentials
-from google.cloud import compute_v1
 
 from dws_operator import rfc3339
 from dws_operator.api import TrainingRequestSpec
 from dws_operator.cli.plan import render_advice
 from dws_operator.gke.bookings import BookingClient, advice_request
 from dws_operator.gke.client import RetryPolicy
+from dws_operator.gke.compute_rest import COMPUTE_ENDPOINT_ENV, connect_compute
+from dws_operator.gke.compute_types import LocationPreference
 from dws_operator.gke.errors import GkeError
-from dws_operator.gke.policies import COMPUTE_ENDPOINT_ENV, connect_compute
 from dws_operator.planning import plan_slice
 from dws_operator.reconcile import AdviceQuery, AdviceView, BookingPlan, query_for
 from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig
@@ -192,7 +190,7 @@ def test_a_tpu_family_is_advised_only_in_the_zones_that_serve_it(
         (
             lambda r: r.future_resources_specs["block"].location_policy.locations.__setitem__(
                 "zones/europe-west4-a",
-                compute_v1.FutureResourcesSpecLocationPolicyLocation(preference="ALLOW"),
+                LocationPreference(preference="ALLOW"),
             ),
             "locationPolicy",
         ),
@@ -213,15 +211,12 @@ def test_compute_refuses_what_it_does_not_advise_on(
     request = advice_request(PROJECT, query)
     assert callable(change)
     change(request.calendar_mode_advice_request_resource)
-    client = compute_v1.AdviceClient(
-        credentials=AnonymousCredentials(),
-        client_options=ClientOptions(api_endpoint=emulator.compute_endpoint),
-    )
+    apis = connect_compute(emulator.compute_endpoint)
     try:
         with pytest.raises(core_exceptions.BadRequest) as refused:
-            client.calendar_mode(request=request)
+            apis.advice.calendar_mode(request, 30.0)
     finally:
-        client.transport.close()
+        apis.close()
     assert field in str(refused.value)
 
 

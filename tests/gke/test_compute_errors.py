@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import grpc
+import pydantic
 import pytest
 import requests
 from google.api_core import exceptions as core_exceptions
 from google.auth import exceptions as auth_exceptions
-from google.cloud import compute_v1
 
 from dws_operator.gke.compute_errors import classify_compute, classify_http, classify_operation
+from dws_operator.gke.compute_types import Operation, OperationError, OperationErrorEntry
 
 
 @pytest.mark.parametrize(
@@ -79,12 +80,12 @@ def test_anything_else_is_not_ours_to_classify() -> None:
         classify_compute(KeyError("x"))
 
 
-def operation(code: str, status: int, message: str = "m") -> compute_v1.Operation:
-    return compute_v1.Operation(
+def operation(code: str, status: int, message: str = "m") -> Operation:
+    return Operation(
         name="operation-1",
-        status=compute_v1.Operation.Status.DONE,
+        status="DONE",
         http_error_status_code=status,
-        error=compute_v1.Error(errors=[compute_v1.Errors(code=code, message=message)]),
+        error=OperationError(errors=[OperationErrorEntry(code=code, message=message)]),
     )
 
 
@@ -103,3 +104,29 @@ def operation(code: str, status: int, message: str = "m") -> compute_v1.Operatio
 def test_operation_errors(code: str, status: int, retryable: bool, reason: str) -> None:
     error = classify_operation(operation(code, status, "what went wrong"))
     assert (error.retryable, error.reason, error.message) == (retryable, reason, "what went wrong")
+
+
+def test_an_operation_as_compute_writes_it() -> None:
+    done = Operation.model_validate(
+        {
+            "kind": "compute#operation",
+            "name": "operation-1",
+            "status": "DONE",
+            "httpErrorStatusCode": 403,
+            "httpErrorMessage": "FORBIDDEN",
+            "error": {"errors": [{"code": "QUOTA_EXCEEDED", "message": "Quota 'X' exceeded"}]},
+        }
+    )
+    error = classify_operation(done)
+    assert (error.retryable, error.reason, error.message) == (
+        False,
+        "QuotaExceeded",
+        "Quota 'X' exceeded",
+    )
+
+
+def test_an_answer_that_is_not_the_methods_json_is_terminal() -> None:
+    with pytest.raises(pydantic.ValidationError) as raised:
+        Operation.model_validate({"name": "operation-1", "status": ["DONE"]})
+    error = classify_compute(raised.value)
+    assert (error.retryable, error.reason) == (False, "ComputeApiError")

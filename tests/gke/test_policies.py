@@ -1,4 +1,4 @@
-"""WorkloadPolicyClient against the emulator: the real compute_v1 REST clients over HTTP."""
+"""WorkloadPolicyClient against the emulator: the operator's Compute REST client over HTTP."""
 
 from __future__ import annotations
 

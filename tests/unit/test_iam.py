@@ -4,9 +4,11 @@ generated ones; the README names the roles and every permission.
 
 The calls are found by reading the source (no module is imported): the ClusterManager is
 reached as `self.api` in gke/ (NodePoolClient) and as `gke_api` in the controller; Compute
-through `ComputeApis`, as `<...>.apis.<field>`, each field's client class read from its
-annotation. A client constructed anywhere else fails `test_only_known_clients_are_made`,
-so a new way to reach Google cannot slip past the scan.
+through `ComputeApis` (gke/compute_rest.py), as `<...>.apis.<field>`, each field's class
+read from its annotation. A client constructed anywhere else fails
+`test_only_known_clients_are_made`, and a Compute resource or HTTP session made outside
+compute_rest.py fails `test_compute_is_reached_only_through_compute_apis`, so a new way to
+reach Google cannot slip past the scan.
 """
 
 from __future__ import annotations
@@ -17,22 +19,24 @@ from pathlib import Path
 
 import pytest
 import yaml
-from google.cloud import compute_v1, container_v1
+from google.cloud import container_v1
 
 from dws_operator import iam
+from dws_operator.gke import compute_rest
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ROOT / "operator" / "dws_operator"
 ROLE_FILES = ROOT / "manifests" / "iam"
 README = ROOT / "README.md"
+COMPUTE_REST = PRODUCT / "gke" / "compute_rest.py"
 #: Connection housekeeping on a client (closing its channel), not an API method.
 NOT_RPC = {"transport"}
-CLIENT_MODULES = {"container_v1": container_v1, "compute_v1": compute_v1}
+CLIENT_MODULES = {"container_v1": container_v1}
 
 
 def compute_fields() -> dict[str, str]:
-    """ComputeApis' fields and the Compute client class each holds (from the annotations)."""
-    tree = ast.parse((PRODUCT / "gke" / "policies.py").read_text())
+    """ComputeApis' fields and the Compute class each holds (from the annotations)."""
+    tree = ast.parse(COMPUTE_REST.read_text())
     (apis,) = (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ComputeApis")
     return {
         node.target.id: ast.unparse(node.annotation).rsplit(".", 1)[-1]
@@ -77,8 +81,9 @@ def test_the_scan_finds_the_calls_it_should() -> None:
     # Guards the scanner itself: were it to find nothing, the next test would pass empty.
     found = operator_calls()
     assert f"{iam.CLUSTER_MANAGER}.create_node_pool" in found
-    assert "FutureReservationsClient.cancel_unary" in found
-    assert "RegionOperationsClient.wait" in found
+    assert "FutureReservations.cancel" in found
+    assert "RegionOperations.wait" in found
+    assert "Advice.calendar_mode" in found
 
 
 def test_every_call_has_its_permission_listed_and_nothing_else_is() -> None:
@@ -94,11 +99,11 @@ def test_a_new_call_would_fail() -> None:
     # What the check above would see if a booking were deleted, or the ClusterManager's
     # ListOperations called: calls dws_operator.iam does not list.
     fields = compute_fields()
-    deleting = "async def f(self):\n    return self._call(self.apis.bookings.delete_unary, r)\n"
+    deleting = "async def f(self):\n    return self._call(self.apis.bookings.delete, r)\n"
     listing = "async def f(self):\n    return await self.call(self.api.list_operations, r)\n"
     new = calls_in(deleting, fields, in_gke=True) | calls_in(listing, fields, in_gke=True)
     assert new == {
-        f"{iam.FUTURE_RESERVATIONS}.delete_unary",
+        f"{iam.FUTURE_RESERVATIONS}.delete",
         f"{iam.CLUSTER_MANAGER}.list_operations",
     }
     assert new.isdisjoint(iam.calls())
@@ -123,10 +128,33 @@ def test_only_known_clients_are_made() -> None:
     assert made <= known, f"a Google client the scan does not cover: {made - known}"
 
 
+def test_compute_is_reached_only_through_compute_apis() -> None:
+    # ComputeApis' fields are what the scan sees; a Compute resource, or the HTTP session
+    # under them, made anywhere but compute_rest.py could call Compute unseen, as could a
+    # Compute client library.
+    made_here = {*compute_fields().values(), "ComputeSession", "AuthorizedSession"}
+    found: list[str] = []
+    for path in product_sources():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                path != COMPUTE_REST
+                and isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name | ast.Attribute)
+                and (node.func.id if isinstance(node.func, ast.Name) else node.func.attr)
+                in made_here
+            ):
+                found.append(f"{path.name}: {ast.unparse(node.func)}")
+            if isinstance(node, ast.ImportFrom):
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+                found += [f"{path.name}: {n}" for n in names if "google.cloud.compute" in n]
+    assert found == []
+    assert set(compute_fields().values()) >= {iam.RESOURCE_POLICIES, iam.ADVICE}
+
+
 def test_every_listed_call_exists_on_its_client() -> None:
     for call in iam.calls():
         client, method = call.split(".")
-        module = container_v1 if client == iam.CLUSTER_MANAGER else compute_v1
+        module = container_v1 if client == iam.CLUSTER_MANAGER else compute_rest
         assert callable(getattr(getattr(module, client), method, None)), call
 
 

@@ -148,7 +148,7 @@ def test_nothing_outside_reconcile_reaches_its_internals() -> None:
 
 
 def test_plan_loads_no_compute_client() -> None:
-    # `plan` runs where no Google library is wanted; Compute's alone costs ~95 MiB.
+    # `plan` runs where no Google library is wanted; Compute's alone costs ~93 MiB.
     code = (
         "import sys, dws_operator.cli.plan;"
         "print(sorted(m for m in sys.modules if m.startswith(('google.cloud.compute', 'kopf'))))"

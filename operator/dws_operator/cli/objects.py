@@ -24,8 +24,9 @@ from typing import Any
 
 import yaml
 
-import dws_operator.gke as gke_lazy
 from dws_operator.errors import InvalidSpec, SpecError
+from dws_operator.gke.bookings import insert_booking_request
+from dws_operator.gke.policies import insert_policy_request
 from dws_operator.gke.slice_pool import (
     api_json,
     create_node_pool_request,
@@ -216,9 +217,8 @@ def objects_document(
             policy = None
             if topology is not None:
                 policy = workload_policy_name(topology)
-                # Compute's library loads here: only an Ironwood slice's plan needs it.
-                insert = gke_lazy.insert_policy_request(config.project, region, topology)
-                policies[policy] = _path_first(api_json(insert), "project", "region")
+                insert = insert_policy_request(config.project, region, topology)
+                policies[policy] = _path_first(insert.wire(), "project", "region")
             defaults = config.pool_defaults
             labels = slice_pool_labels(who.namespace, who.name, who.uid, plan, defaults)
             pool = slice_node_pool(
@@ -230,8 +230,8 @@ def objects_document(
         entry["attempt"] = step.attempt
         if step.booking is not None:
             # Submitted once spec.approveBooking is true; the pool follows at the start.
-            insert = gke_lazy.insert_booking_request(config.project, step.booking)
-            entry["futureReservation"] = _path_first(api_json(insert), "project", "zone")
+            booking = insert_booking_request(config.project, step.booking)
+            entry["futureReservation"] = _path_first(booking.wire(), "project", "zone")
         if policies:
             entry["workloadPolicies"] = list(policies.values())
         entry["createNodePool"] = pools

@@ -343,10 +343,9 @@ def render_advice(spec: TrainingRequestSpec, plan: SlicePlan, project: str) -> s
     query = query_for(spec, plan, datetime.now(UTC))
     if query is None:
         return None
-    # Compute's library (tens of MiB, seconds to load): only when asking it.
     from dws_operator.gke.bookings import BookingClient  # noqa: PLC0415
+    from dws_operator.gke.compute_rest import COMPUTE_ENDPOINT_ENV, connect_compute  # noqa: PLC0415
     from dws_operator.gke.errors import GkeError  # noqa: PLC0415
-    from dws_operator.gke.policies import COMPUTE_ENDPOINT_ENV, connect_compute  # noqa: PLC0415
 
     apis = connect_compute(os.environ.get(COMPUTE_ENDPOINT_ENV))
     try:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 #: How often a request's advice is asked again while it has no window.
 ADVICE_EVERY = timedelta(seconds=ADVICE_POLL_SECONDS)
-#: Connects the Compute client, on first use (its library loads then).
+#: Connects the Compute client, on first use (its credentials are looked for then).
 BookingConnector = Callable[[], "BookingClient"]
 #: Booking states in which Compute is read on every pass of the request.
 LIVE_BOOKINGS = frozenset(

@@ -1,6 +1,5 @@
-"""A Compute client connected on first use: the Compute library loads then, and an
-operator that never needs Compute (no Ironwood slice, no calendar block) needs no
-Compute credentials to start."""
+"""A Compute client connected on first use: an operator that never needs Compute (no
+Ironwood slice, no calendar block) needs no Compute credentials to start."""
 
 from __future__ import annotations
 

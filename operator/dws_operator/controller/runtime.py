@@ -12,11 +12,10 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 
-import dws_operator.gke as gke_lazy
 from dws_operator.api import PLURAL, TERMINAL_PHASES
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.cache import Key, KubeCache, key_of
@@ -40,16 +39,19 @@ from dws_operator.controller.reconciler import Reconciler
 from dws_operator.controller.reuse import PoolShelf
 from dws_operator.controller.workloads import workload_owner
 from dws_operator.controller.workqueue import WorkQueue, run_workers
-from dws_operator.gke import GkeError, NodePoolClient
+from dws_operator.gke import (
+    BookingClient,
+    ComputeApis,
+    GkeError,
+    NodePoolClient,
+    WorkloadPolicyClient,
+    connect_compute,
+)
 from dws_operator.gke import connect as connect_gke
 from dws_operator.gke.client import RetryPolicy
 from dws_operator.multislice import JOBSET_NAME_LABEL, JOBSET_PLURAL
 from dws_operator.reconcile import ReconcileConfig, step_pool_names
 from dws_operator.workload import REQUEST_LABEL
-
-if TYPE_CHECKING:
-    from dws_operator.gke.bookings import BookingClient
-    from dws_operator.gke.policies import WorkloadPolicyClient
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +116,7 @@ class Controller:
     shelf: PoolShelf
     reconciler: Reconciler
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    compute: Any = None
+    compute: ComputeApis | None = None
     #: What `fill` listed (and `relist` lists again): namespaces, and JobSets or not.
     namespaces: tuple[str, ...] = ()
     jobset: bool = False
@@ -509,18 +511,18 @@ def build_controller(
     snapshot = PoolSnapshot(gke, changed, interval=config.gke_refresh_seconds)
     scheduler = OperationScheduler(mutations, snapshot, queue.add, slots=config.gke_operation_slots)
 
-    def compute() -> Any:
-        # The Compute library loads here, on first use: only Ironwood slices and
-        # calendar-mode bookings need it.
+    def compute() -> ComputeApis:
+        # Connected on first use: only Ironwood slices and calendar-mode bookings need
+        # Compute, and its credentials are looked for then.
         if holder[0].compute is None:
-            holder[0].compute = gke_lazy.connect_compute(config.compute_endpoint)
+            holder[0].compute = connect_compute(config.compute_endpoint)
         return holder[0].compute
 
     def policies() -> WorkloadPolicyClient:
-        return gke_lazy.WorkloadPolicyClient(compute(), config.project, guard=FENCE.check)
+        return WorkloadPolicyClient(compute(), config.project, guard=FENCE.check)
 
     def bookings() -> BookingClient:
-        return gke_lazy.BookingClient(compute(), config.project, guard=FENCE.check)
+        return BookingClient(compute(), config.project, guard=FENCE.check)
 
     shelf = PoolShelf(
         snapshot,

@@ -4,9 +4,7 @@
 workload policies that tpu7x multi-host pools are placed with.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
+from dws_operator.gke.bookings import BookingClient, insert_booking_request
 from dws_operator.gke.client import (
     ENDPOINT_ENV,
     ClusterRef,
@@ -16,43 +14,11 @@ from dws_operator.gke.client import (
     RetryPolicy,
     connect,
 )
+from dws_operator.gke.compute_rest import COMPUTE_ENDPOINT_ENV, ComputeApis, connect_compute
 from dws_operator.gke.errors import GkeError, classify, classify_status
 from dws_operator.gke.labels import UID_LABEL, owned_by, pool_labels
+from dws_operator.gke.policies import WorkloadPolicyClient, insert_policy_request
 from dws_operator.gke.render import render_node_pool
-
-if TYPE_CHECKING:
-    from dws_operator.gke.bookings import BookingClient, insert_booking_request
-    from dws_operator.gke.policies import (
-        COMPUTE_ENDPOINT_ENV,
-        ComputeApis,
-        WorkloadPolicyClient,
-        connect_compute,
-        insert_policy_request,
-    )
-
-#: Served by `policies`, imported on first use: the Compute client library it needs
-#: costs about 95 MiB and a second at start-up, and only Ironwood slices and calendar-mode
-#: bookings use it.
-_POLICIES = (
-    "COMPUTE_ENDPOINT_ENV",
-    "ComputeApis",
-    "WorkloadPolicyClient",
-    "connect_compute",
-    "insert_policy_request",
-)
-
-
-#: Served by `bookings` (calendar mode), on the same Compute library, on first use.
-_BOOKINGS = ("BookingClient", "insert_booking_request")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _POLICIES:
-        return getattr(importlib.import_module("dws_operator.gke.policies"), name)
-    if name in _BOOKINGS:
-        return getattr(importlib.import_module("dws_operator.gke.bookings"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 __all__ = [
     "COMPUTE_ENDPOINT_ENV",

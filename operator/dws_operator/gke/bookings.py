@@ -22,13 +22,34 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import grpc
-from google.cloud import compute_v1
 
 from dws_operator import rfc3339
 from dws_operator.gke.client import RetryPolicy
 from dws_operator.gke.compute_errors import classify_operation
+from dws_operator.gke.compute_rest import ComputeApis, ZonalName
+from dws_operator.gke.compute_types import (
+    Accelerator,
+    AggregateReservation,
+    AggregateResources,
+    CalendarModeAdviceRequest,
+    CalendarModeAdviceResponse,
+    CalendarModeAdviceRpcRequest,
+    FlexibleTimeRange,
+    FutureReservation,
+    FutureReservationStatus,
+    FutureResourcesSpec,
+    InsertFutureReservationRequest,
+    InstanceProperties,
+    LocationPolicy,
+    LocationPreference,
+    ReservedResource,
+    SpecificSkuProperties,
+    SpecificSkuResources,
+    TargetResources,
+    TimeWindow,
+)
 from dws_operator.gke.errors import GkeError
-from dws_operator.gke.policies import ComputeApis, call_compute
+from dws_operator.gke.policies import call_compute
 from dws_operator.reconcile import (
     AdviceQuery,
     AdviceView,
@@ -38,15 +59,16 @@ from dws_operator.reconcile import (
 )
 
 T = TypeVar("T")
+R = TypeVar("R")
 #: Training blocks: Compute's aggregate reservations distinguish BATCH from SERVING.
 TPU_WORKLOAD_TYPE = "BATCH"
 
 
-def future_reservation(booking: BookingPlan) -> compute_v1.FutureReservation:
-    window = compute_v1.FutureReservationTimeWindow(
+def future_reservation(booking: BookingPlan) -> FutureReservation:
+    window = TimeWindow(
         start_time=rfc3339.seconds(booking.start), end_time=rfc3339.seconds(booking.end)
     )
-    reservation = compute_v1.FutureReservation(
+    reservation = FutureReservation(
         name=booking.name,
         description=f"dws-operator: the calendar-mode block of TrainingRequest uid {booking.uid}",
         reservation_mode="CALENDAR",
@@ -57,33 +79,24 @@ def future_reservation(booking: BookingPlan) -> compute_v1.FutureReservation:
         time_window=window,
     )
     if booking.tpu_family is None:
-        reservation.specific_sku_properties = compute_v1.FutureReservationSpecificSKUProperties(
+        reservation.specific_sku_properties = SpecificSkuProperties(
             total_count=booking.count,
-            instance_properties=compute_v1.AllocationSpecificSKUAllocationReservedInstanceProperties(
-                machine_type=booking.machine_type
-            ),
+            instance_properties=InstanceProperties(machine_type=booking.machine_type),
         )
     else:
-        accelerator = compute_v1.AllocationAggregateReservationReservedResourceInfoAccelerator(
-            accelerator_count=booking.count
-        )
-        reservation.aggregate_reservation = compute_v1.AllocationAggregateReservation(
+        reservation.aggregate_reservation = AggregateReservation(
             vm_family=booking.tpu_family,
             workload_type=TPU_WORKLOAD_TYPE,
             reserved_resources=[
-                compute_v1.AllocationAggregateReservationReservedResourceInfo(
-                    accelerator=accelerator
-                )
+                ReservedResource(accelerator=Accelerator(accelerator_count=booking.count))
             ],
         )
     return reservation
 
 
-def insert_booking_request(
-    project: str, booking: BookingPlan
-) -> compute_v1.InsertFutureReservationRequest:
+def insert_booking_request(project: str, booking: BookingPlan) -> InsertFutureReservationRequest:
     """The insert of `booking` as sent (`dws-operator plan --objects` prints it)."""
-    return compute_v1.InsertFutureReservationRequest(
+    return InsertFutureReservationRequest(
         project=project,
         zone=booking.zone,
         future_reservation_resource=future_reservation(booking),
@@ -95,18 +108,18 @@ def insert_booking_request(
 ADVICE_SPEC_KEY = "block"
 
 
-def advice_request(project: str, query: AdviceQuery) -> compute_v1.CalendarModeAdviceRpcRequest:
+def advice_request(project: str, query: AdviceQuery) -> CalendarModeAdviceRpcRequest:
     """Compute's calendar-mode advice asked when, between the query's earliest and latest,
     its block can start in its zone (a regional call: the zone's region)."""
     if query.tpu_family is None:
-        target = compute_v1.FutureResourcesSpecTargetResources(
-            specific_sku_resources=compute_v1.FutureResourcesSpecSpecificSKUResources(
+        target = TargetResources(
+            specific_sku_resources=SpecificSkuResources(
                 machine_type=query.machine_type, instance_count=query.count
             )
         )
     else:
-        target = compute_v1.FutureResourcesSpecTargetResources(
-            aggregate_resources=compute_v1.FutureResourcesSpecAggregateResources(
+        target = TargetResources(
+            aggregate_resources=AggregateResources(
                 vm_family=query.tpu_family,
                 workload_type=TPU_WORKLOAD_TYPE,
                 accelerator_count=query.count,
@@ -114,9 +127,9 @@ def advice_request(project: str, query: AdviceQuery) -> compute_v1.CalendarModeA
         )
     # google.protobuf.Duration's JSON form: seconds with an "s".
     length = f"{int(query.duration.total_seconds())}s"
-    spec = compute_v1.FutureResourcesSpec(
+    spec = FutureResourcesSpec(
         target_resources=target,
-        time_range_spec=compute_v1.FlexibleTimeRange(
+        time_range_spec=FlexibleTimeRange(
             start_time_not_earlier_than=rfc3339.seconds(query.earliest),
             start_time_not_later_than=rfc3339.seconds(query.latest),
             min_duration=length,
@@ -124,25 +137,25 @@ def advice_request(project: str, query: AdviceQuery) -> compute_v1.CalendarModeA
         ),
         # A zone not named is allowed: the region's others the operator knows are denied,
         # so the answer is for the request's zone.
-        location_policy=compute_v1.FutureResourcesSpecLocationPolicy(
+        location_policy=LocationPolicy(
             locations={
-                f"zones/{zone}": compute_v1.FutureResourcesSpecLocationPolicyLocation(
+                f"zones/{zone}": LocationPreference(
                     preference="ALLOW" if zone == query.zone else "DENY"
                 )
                 for zone in (query.zone, *query.other_zones)
             }
         ),
     )
-    return compute_v1.CalendarModeAdviceRpcRequest(
+    return CalendarModeAdviceRpcRequest(
         project=project,
         region=query.zone.rsplit("-", 1)[0],
-        calendar_mode_advice_request_resource=compute_v1.CalendarModeAdviceRequest(
+        calendar_mode_advice_request_resource=CalendarModeAdviceRequest(
             future_resources_specs={ADVICE_SPEC_KEY: spec}
         ),
     )
 
 
-def advice_view(answer: compute_v1.CalendarModeAdviceResponse, zone: str) -> AdviceView:
+def advice_view(answer: CalendarModeAdviceResponse, zone: str) -> AdviceView:
     """The first window the answer recommends in `zone`; else why not, in Compute's words
     for the zone (`otherLocations`)."""
     location = f"zones/{zone}"
@@ -179,18 +192,15 @@ class BookingClient:
     async def read(self, zone: str, name: str, uid: str) -> BookingView | None:
         """The booking as Compute has it (`ours`: made for the request with `uid`); None
         when it has none of that name."""
-        request = compute_v1.GetFutureReservationRequest(
-            project=self.project, zone=zone, future_reservation=name
-        )
         try:
-            found = await self._call(self.apis.bookings.get, request)
+            found = await self._call(self.apis.bookings.get, ZonalName(self.project, zone, name))
         except GkeError as error:
             if error.code == grpc.StatusCode.NOT_FOUND:
                 return None
             raise
-        status = found.status
+        status = found.status or FutureReservationStatus()
         return BookingView(
-            procurement=str(status.procurement_status),
+            procurement=status.procurement_status,
             reservations=tuple(r.rsplit("/", 1)[-1] for r in status.auto_created_reservations),
             ours=uid in found.description,
         )
@@ -204,13 +214,13 @@ class BookingClient:
         otherwise be sent on every pass."""
         try:
             operation = await self._call(
-                self.apis.bookings.insert_unary, insert_booking_request(self.project, booking)
+                self.apis.bookings.insert, insert_booking_request(self.project, booking)
             )
         except GkeError as error:
             if error.reason != "AlreadyExists":
                 raise
             return
-        if operation.status == compute_v1.Operation.Status.DONE and operation.error.errors:
+        if operation.done and operation.error.errors:
             failure = classify_operation(operation)
             if failure.reason != "AlreadyExists":
                 raise failure
@@ -224,16 +234,13 @@ class BookingClient:
 
     async def cancel(self, zone: str, name: str) -> None:
         """Cancel a booking Google has not approved; gone already is done."""
-        request = compute_v1.CancelFutureReservationRequest(
-            project=self.project, zone=zone, future_reservation=name
-        )
         try:
-            await self._call(self.apis.bookings.cancel_unary, request)
+            await self._call(self.apis.bookings.cancel, ZonalName(self.project, zone, name))
         except GkeError as error:
             if error.code != grpc.StatusCode.NOT_FOUND:
                 raise
 
-    async def _call(self, method: Callable[..., T], request: object) -> T:
+    async def _call(self, method: Callable[[R, float], T], request: R) -> T:
         return await call_compute(
             method, request, timeout=self.call_timeout, retry=self.retry, guard=self.guard
         )

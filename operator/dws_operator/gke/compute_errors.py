@@ -15,8 +15,8 @@ import grpc
 import requests
 from google.api_core import exceptions as core_exceptions
 from google.auth import exceptions as auth_exceptions
-from google.cloud import compute_v1
 
+from dws_operator.gke.compute_types import Operation
 from dws_operator.gke.errors import GkeError, http_status_code
 
 #: Compute error reasons (`errors[].reason`) -> (retryable, our reason).
@@ -71,13 +71,16 @@ _STATUSES: dict[int, tuple[bool, str]] = {
 }
 
 
-#: What google-cloud-compute clients raise when a call fails: API errors with an HTTP
-#: status, and the transport's own when no answer came.
+#: What a Compute call (compute_rest.py) raises when it fails: API errors with an HTTP
+#: status, the transport's own when no answer came, credentials that gave no token, and
+#: an answer that is not the JSON the method returns.
 COMPUTE_ERRORS: tuple[type[BaseException], ...] = (
     core_exceptions.GoogleAPICallError,
     requests.exceptions.RequestException,
     auth_exceptions.GoogleAuthError,
     TimeoutError,
+    # pydantic's ValidationError is one.
+    ValueError,
 )
 
 
@@ -96,7 +99,7 @@ def classify_http(status: int, reason: str, message: str) -> GkeError:
 
 
 def classify_compute(error: BaseException) -> GkeError:
-    """Classify an exception raised by a google-cloud-compute (REST) client."""
+    """Classify an exception raised by a Compute call (compute_rest.py)."""
     if isinstance(error, GkeError):
         return error
     if isinstance(error, core_exceptions.GoogleAPICallError):
@@ -126,12 +129,21 @@ def classify_compute(error: BaseException) -> GkeError:
             message=str(error),
             code=grpc.StatusCode.UNAUTHENTICATED,
         )
+    if isinstance(error, ValueError):
+        # Answered, but not with the JSON the method returns (a proxy's page, a field of
+        # an unexpected type): asking again gets the same.
+        return GkeError(
+            retryable=False,
+            reason="ComputeApiError",
+            message=f"unexpected answer from Compute: {error}",
+            code=grpc.StatusCode.INTERNAL,
+        )
     raise TypeError(f"not a Compute API error: {error!r}") from error
 
 
-def classify_operation(operation: compute_v1.Operation) -> GkeError:
-    """Classify a region operation that ended DONE with an error."""
-    errors = list(operation.error.errors)
+def classify_operation(operation: Operation) -> GkeError:
+    """Classify a zone or region operation that ended DONE with an error."""
+    errors = operation.error.errors
     code = errors[0].code if errors else ""
     message = "; ".join(e.message for e in errors) or operation.http_error_message
     status = operation.http_error_status_code

@@ -14,33 +14,34 @@ are never deleted here: another pool, perhaps another TrainingRequest's, may be 
 one. (Compute itself refuses to delete a policy in use, but a pool being created at the
 same moment could still lose its policy between the check and its creation.)
 
-google-cloud-compute has no async client (its clients are REST only, on requests), so
-every call runs in a worker thread. As in client.py, the library's own retry is off and
-each call goes through one bounded `RetryPolicy`; failures surface as classified
-`GkeError`s (compute_errors.py).
+Compute's methods are blocking HTTP calls (compute_rest.py), so every call runs in a
+worker thread. As in client.py, each call goes through one bounded `RetryPolicy`;
+failures surface as classified `GkeError`s (compute_errors.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import grpc
-from google.api_core.client_options import ClientOptions
-from google.auth.credentials import AnonymousCredentials
-from google.cloud import compute_v1
 
 from dws_operator.gke.client import PollPolicy, RetryPolicy
 from dws_operator.gke.compute_errors import COMPUTE_ERRORS, classify_compute, classify_operation
+from dws_operator.gke.compute_rest import ComputeApis, RegionalName
+from dws_operator.gke.compute_types import (
+    InsertResourcePolicyRequest,
+    Operation,
+    ResourcePolicy,
+    WorkloadPolicy,
+)
 from dws_operator.gke.errors import GkeError
 from dws_operator.naming import workload_policy_name
 
-COMPUTE_ENDPOINT_ENV = "DWS_COMPUTE_ENDPOINT"
 WORKLOAD_POLICY_TYPE = "HIGH_THROUGHPUT"
 #: Compute's `wait` answers within about two minutes, DONE or not.
 WAIT_CALL_TIMEOUT = 150.0
@@ -48,70 +49,22 @@ WAIT_CALL_TIMEOUT = 150.0
 #: Each `wait` is one attempt: `WorkloadPolicyClient.wait` rides out its failures.
 _ONCE = RetryPolicy(attempts=1)
 
-Operation = compute_v1.Operation
-ResourcePolicy = compute_v1.ResourcePolicy
 T = TypeVar("T")
-
-
-@dataclass
-class ComputeApis:
-    """The Compute clients the operator uses: workload policies (and their region
-    operations) and calendar-mode bookings (future reservations). Close with `close()`."""
-
-    policies: compute_v1.ResourcePoliciesClient
-    operations: compute_v1.RegionOperationsClient
-    bookings: compute_v1.FutureReservationsClient
-    #: Calendar-mode advice: when a block can start.
-    advice: compute_v1.AdviceClient
-
-    def close(self) -> None:
-        self.policies.transport.close()  # type: ignore[no-untyped-call]
-        self.operations.transport.close()  # type: ignore[no-untyped-call]
-        self.bookings.transport.close()  # type: ignore[no-untyped-call]
-        self.advice.transport.close()  # type: ignore[no-untyped-call]
-
-
-def connect_compute(endpoint: str | None = None) -> ComputeApis:
-    """Compute itself, or the API served at `endpoint` (`http://host:port`).
-
-    Without an endpoint the library's defaults apply: compute.googleapis.com over TLS
-    with Application Default Credentials. With one (the emulator), that URL as
-    `api_endpoint` (the REST transport keeps an explicit http:// scheme) and anonymous
-    credentials, so nothing looks for Google credentials.
-    """
-    if not endpoint:
-        return ComputeApis(
-            compute_v1.ResourcePoliciesClient(),
-            compute_v1.RegionOperationsClient(),
-            compute_v1.FutureReservationsClient(),
-            compute_v1.AdviceClient(),
-        )
-    options = ClientOptions(api_endpoint=endpoint)
-    credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]
-    return ComputeApis(
-        compute_v1.ResourcePoliciesClient(credentials=credentials, client_options=options),
-        compute_v1.RegionOperationsClient(credentials=credentials, client_options=options),
-        compute_v1.FutureReservationsClient(credentials=credentials, client_options=options),
-        compute_v1.AdviceClient(credentials=credentials, client_options=options),
-    )
+R = TypeVar("R")
 
 
 def desired_policy(topology: str) -> ResourcePolicy:
     return ResourcePolicy(
         name=workload_policy_name(topology),
         description=f"dws-operator: TPU slices of topology {topology}",
-        workload_policy=compute_v1.ResourcePolicyWorkloadPolicy(
-            type_=WORKLOAD_POLICY_TYPE, accelerator_topology=topology
-        ),
+        workload_policy=WorkloadPolicy(type_=WORKLOAD_POLICY_TYPE, accelerator_topology=topology),
     )
 
 
-def insert_policy_request(
-    project: str, region: str, topology: str
-) -> compute_v1.InsertResourcePolicyRequest:
+def insert_policy_request(project: str, region: str, topology: str) -> InsertResourcePolicyRequest:
     """The insert of the workload policy for `topology` (`dws-operator plan --objects`
     prints it as sent)."""
-    return compute_v1.InsertResourcePolicyRequest(
+    return InsertResourcePolicyRequest(
         project=project, region=region, resource_policy_resource=desired_policy(topology)
     )
 
@@ -119,7 +72,7 @@ def insert_policy_request(
 def mismatch(policy: ResourcePolicy, topology: str) -> str | None:
     """Why `policy` cannot place slices of `topology`; None when it can."""
     workload = policy.workload_policy
-    if "workload_policy" not in policy:
+    if workload is None:
         return "it is not a workload policy"
     if workload.type_ != WORKLOAD_POLICY_TYPE:
         return f"its type is {workload.type_ or 'unset'}, not {WORKLOAD_POLICY_TYPE}"
@@ -167,7 +120,7 @@ class WorkloadPolicyClient:
                 return self._adopt(region, existing, topology)
             request = insert_policy_request(self.project, region, topology)
             try:
-                operation = await self.call(self.apis.policies.insert_unary, request)
+                operation = await self.call(self.apis.policies.insert, request)
             except GkeError as error:
                 if error.reason != "AlreadyExists":
                     raise
@@ -183,11 +136,8 @@ class WorkloadPolicyClient:
 
     async def get(self, region: str, name: str) -> ResourcePolicy | None:
         """The policy, or None if there is none of that name in `region`."""
-        request = compute_v1.GetResourcePolicyRequest(
-            project=self.project, region=region, resource_policy=name
-        )
         try:
-            return await self.call(self.apis.policies.get, request)
+            return await self.call(self.apis.policies.get, RegionalName(self.project, region, name))
         except GkeError as error:
             if error.code == grpc.StatusCode.NOT_FOUND:
                 return None
@@ -204,16 +154,14 @@ class WorkloadPolicyClient:
         deadline = time.monotonic() + self.poll.timeout
         delay = self.poll.initial_delay
         current = operation
-        request = compute_v1.WaitRegionOperationRequest(
-            project=self.project, region=region, operation=operation.name
-        )
-        while current.status != Operation.Status.DONE:
+        request = RegionalName(self.project, region, operation.name)
+        while not current.done:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise GkeError(
                     retryable=True,
                     reason="OperationTimeout",
-                    message=f"operation {operation.name} still {current.status.name} "
+                    message=f"operation {operation.name} still {current.status or 'PENDING'} "
                     f"after {self.poll.timeout:g}s",
                 )
             asked = time.monotonic()
@@ -227,7 +175,7 @@ class WorkloadPolicyClient:
             except GkeError as error:
                 if not error.retryable:
                     raise
-            if current.status != Operation.Status.DONE and time.monotonic() - asked < delay:
+            if not current.done and time.monotonic() - asked < delay:
                 # A wait that failed or answered early: pause rather than spin on it.
                 await asyncio.sleep(min(delay, max(deadline - time.monotonic(), 0)))
                 delay = min(delay * self.poll.multiplier, self.poll.max_delay)
@@ -235,8 +183,8 @@ class WorkloadPolicyClient:
 
     async def call(
         self,
-        method: Callable[..., T],
-        request: Any,
+        method: Callable[[R, float], T],
+        request: R,
         *,
         timeout: float | None = None,
         retry: RetryPolicy | None = None,
@@ -286,8 +234,8 @@ class WorkloadPolicyClient:
 
 
 async def call_compute(
-    method: Callable[..., T],
-    request: Any,
+    method: Callable[[R, float], T],
+    request: R,
     *,
     timeout: float,
     retry: RetryPolicy,
@@ -295,14 +243,13 @@ async def call_compute(
 ) -> T:
     """One Compute call in a worker thread: timeout, classification, bounded retries."""
     pauses = retry.delays()
-    call = functools.partial(method, request=request, retry=None, timeout=timeout)
 
     def run() -> T:
         # Asked in the worker thread, right before the call: a call queued for a free
         # thread must not go out after the Lease was lost meanwhile.
         if guard is not None:
             guard()
-        return call()
+        return method(request, timeout)
 
     for attempt in range(len(pauses) + 1):
         if guard is not None:

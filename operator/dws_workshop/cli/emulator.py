@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from dws_operator.gke.client import ENDPOINT_ENV
-from dws_operator.gke.policies import COMPUTE_ENDPOINT_ENV
+from dws_operator.gke.compute_rest import COMPUTE_ENDPOINT_ENV
 from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, load_config
 from dws_workshop.emulator.compute import ComputeBindError
 from dws_workshop.emulator.config import OPERATION_DURATION_PRESETS
