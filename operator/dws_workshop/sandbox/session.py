@@ -62,6 +62,11 @@ class SandboxOptions:
     exit_when_done: bool = False
     #: Give up following the request after this long (the sandbox itself keeps running).
     follow_timeout: float = 600.0
+    #: Run Kueue and the JobSet controller, building them on first use (`--without-kueue`:
+    #: not, the request then runs without queueing).
+    kueue: bool = True
+    #: Finds (and with `build`, builds) the named binaries: `find_binaries`.
+    binaries: Callable[..., dict[str, Path]] = find_binaries
 
 
 def default_manifest() -> dict[str, Any]:
@@ -191,14 +196,25 @@ class Sandbox:
         """Kueue and the JobSet controller, when their binaries are built: two queues,
         `dws-queue` for everything and `dws-queued` (ProvisioningRequest admission check)
         for queued provisioning; JobSets (multi-slice TPU) run through either."""
-        try:
-            find_binaries(["kueue", "jobset"], build=False)
-        except MissingBinaries:
-            self.say(
-                "dws-operator dev: running without Kueue and JobSet (their managers are not "
-                "built: bash hack/k8s-binaries.sh kueue jobset)"
-            )
+        if not self.options.kueue:
+            self.say("dws-operator dev: running without Kueue and JobSet (--without-kueue)")
             return False
+        find = self.options.binaries
+        try:
+            find(["kueue", "jobset"], build=False)
+        except MissingBinaries:
+            # The product queues through Kueue: a first run builds them rather than show
+            # the request running without it.
+            self.say(
+                "dws-operator dev: building Kueue's manager and the JobSet controller from the "
+                "Go modules pinned in hack/versions.env (first run only: about 11 minutes on "
+                "2 cores; --without-kueue skips them)"
+            )
+            try:
+                find(["kueue", "jobset"], build=True)
+            except MissingBinaries as error:
+                self.say(f"dws-operator dev: {error}; running without Kueue and JobSet")
+                return False
         # Kueue sets up its JobSet integration and the ProvisioningRequest check only for
         # APIs served when it starts: every CRD first.
         install_third_party_crds(api)

@@ -44,6 +44,11 @@ def test_dev_runs_the_default_sample_to_completion(tmp_path: Path) -> None:
     # storage was still initializing (the sandbox waits until it serves).
     assert "OS signals are ignored" not in result.stderr, result.stderr
     assert "storage is (re)initializing" not in result.stderr, result.stderr
+    # The queueing the product is built around is there from the first run, and kopf has
+    # every CRD it watches (no "Unresolved resources cannot be served").
+    assert "Kueue admits the Jobs" in out, out
+    assert "without Kueue" not in out, out
+    assert "Unresolved resources" not in result.stderr, result.stderr
     print(f"\ndws-operator dev --exit-when-done took {elapsed:.0f}s")
     assert elapsed < 180
     assert not (tmp_path / "kubeconfig").exists()  # everything removed on exit
