@@ -127,6 +127,19 @@ def test_over_the_in_flight_limit_a_request_waits_then_goes_when_there_is_room()
     assert len(only(going.actions, CreateNodePool)) == 1
 
 
+def test_the_plan_is_written_with_the_admission_before_an_estimated_ladder_is_ordered() -> (
+    None
+):
+    body = spec_body(
+        tpu("v6e", "4x4"),
+        provisioning={"fallback": [{"mode": "Spot"}], "fallbackOrder": "Estimated"},
+    )
+    decision = run(guarded(body, policy(maxChipsInFlight=64)))
+    assert condition(decision, cond.ADMITTED).status == "True"
+    assert decision.status.plan is not None
+    assert decision.status.plan.total_chips == 16  # what the namespace's passes count
+
+
 def test_a_request_larger_than_the_in_flight_limit_alone_fails() -> None:
     decision = run(guarded(GPU_TWO, policy(maxNodesInFlight=1)))
     assert decision.status.phase == Phase.FAILED

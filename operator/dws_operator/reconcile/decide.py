@@ -72,7 +72,7 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
         return _rebind(run, None)
     result = planned(run.request)
     # Before anything is asked for, an idle pool taken over included.
-    gated = policy_gate(run) if isinstance(result, StepPlan) else None
+    gated = policy_gate(run, result.plan) if isinstance(result, StepPlan) else None
     if gated is not None:
         return gated
     if observed.offer is not None and not order_pending(run.request):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dws_operator.api import TrainingRequestStatus
 from dws_operator.api.policy import TrainingPolicySpec
 from dws_operator.guardrails import POLICY_LIMIT, POLICY_VIOLATION, over_in_flight, violations
+from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.decision import Decision, Draft, Event
 
@@ -31,7 +32,7 @@ def admitted(status: TrainingRequestStatus) -> bool:
     )
 
 
-def policy_gate(run: Draft) -> Decision | None:
+def policy_gate(run: Draft, plan: SlicePlan) -> Decision | None:
     """The request fails or waits by its namespace's policies; None: it goes on."""
     policies = run.observed.policies
     if not policies or admitted(run.status):
@@ -58,6 +59,9 @@ def policy_gate(run: Draft) -> Decision | None:
         return run.phase(run.status.phase, f"{POLICY_LIMIT}: {why}", POLICY_RECHECK_SECONDS)
     names = ", ".join(f"{p.namespace}/{p.name}" for p in policies)
     run.condition(cond.ADMITTED, "True", "WithinPolicy", f"within TrainingPolicy {names}")
+    # Written with the admission, whatever the pass does next (an Estimated ladder is
+    # ordered first): the namespace's other passes count the request by its plan.
+    run.status.plan = plan.summary()
     return None
 
 
