@@ -178,28 +178,37 @@ def validations() -> list[dict[str, str]]:
     ]
 
 
-def guardrails_policy(name: str = POLICY_NAME) -> dict[str, Any]:
+def _policy(
+    name: str, resources: list[tuple[str, str]], operations: list[str], **spec: Any
+) -> dict[str, Any]:
+    """A ValidatingAdmissionPolicy on `resources` ((group, resource) pairs), failing
+    closed: a rule that cannot be evaluated refuses."""
+    rules = [
+        {
+            "apiGroups": [group],
+            "apiVersions": ["*"],
+            "operations": list(operations),
+            "resources": [resource],
+        }
+        for group, resource in resources
+    ]
     return {
         "apiVersion": ADMISSION_API_VERSION,
         "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": name},
-        "spec": {
-            "failurePolicy": "Fail",
-            "paramKind": {"apiVersion": POLICY_API_VERSION, "kind": POLICY_KIND},
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [GROUP],
-                        "apiVersions": ["*"],
-                        "operations": ["CREATE"],
-                        "resources": [PLURAL],
-                    }
-                ]
-            },
-            "variables": variables(),
-            "validations": validations(),
-        },
+        "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": rules}, **spec},
     }
+
+
+def guardrails_policy(name: str = POLICY_NAME) -> dict[str, Any]:
+    return _policy(
+        name,
+        [(GROUP, PLURAL)],
+        ["CREATE"],
+        paramKind={"apiVersion": POLICY_API_VERSION, "kind": POLICY_KIND},
+        variables=variables(),
+        validations=validations(),
+    )
 
 
 #: What the operator makes and deletes, by API group: their resources.
@@ -211,59 +220,43 @@ def operator_scope_policy(identity: str, name: str = SCOPE_NAME) -> dict[str, An
     or delete of a Job, JobSet or Service without the request label and a
     TrainingRequest owner, or in kube-system."""
     target = "variables.target.metadata"
-    return {
-        "apiVersion": ADMISSION_API_VERSION,
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [group],
-                        "apiVersions": ["*"],
-                        "operations": ["CREATE", "UPDATE", "DELETE"],
-                        "resources": [resource],
-                    }
-                    for group, resource in _SCOPED
-                ]
+    return _policy(
+        name,
+        list(_SCOPED),
+        ["CREATE", "UPDATE", "DELETE"],
+        matchConditions=[
+            {
+                "name": "the-operator",
+                "expression": f"request.userInfo.username == {lit(identity)}",
+            }
+        ],
+        variables=[
+            {
+                "name": "target",
+                "expression": "request.operation == 'DELETE' ? oldObject : object",
+            }
+        ],
+        validations=[
+            {
+                "expression": "request.namespace != 'kube-system'",
+                "message": "dws-operator makes nothing in kube-system",
+                "reason": "Forbidden",
             },
-            "matchConditions": [
-                {
-                    "name": "the-operator",
-                    "expression": f"request.userInfo.username == {lit(identity)}",
-                }
-            ],
-            "variables": [
-                {
-                    "name": "target",
-                    "expression": "request.operation == 'DELETE' ? oldObject : object",
-                }
-            ],
-            "validations": [
-                {
-                    "expression": "request.namespace != 'kube-system'",
-                    "message": "dws-operator makes nothing in kube-system",
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": (
-                        f"has({target}.labels) && {lit(REQUEST_LABEL)} in {target}.labels"
-                    ),
-                    "message": f"dws-operator touches only objects labelled {REQUEST_LABEL}",
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": (
-                        f"has({target}.ownerReferences) && {target}.ownerReferences.exists(r, "
-                        f"r.apiVersion.startsWith({lit(GROUP + '/')}) && r.kind == {lit(KIND)})"
-                    ),
-                    "message": "dws-operator touches only objects a TrainingRequest owns",
-                    "reason": "Forbidden",
-                },
-            ],
-        },
-    }
+            {
+                "expression": f"has({target}.labels) && {lit(REQUEST_LABEL)} in {target}.labels",
+                "message": f"dws-operator touches only objects labelled {REQUEST_LABEL}",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": (
+                    f"has({target}.ownerReferences) && {target}.ownerReferences.exists(r, "
+                    f"r.apiVersion.startsWith({lit(GROUP + '/')}) && r.kind == {lit(KIND)})"
+                ),
+                "message": "dws-operator touches only objects a TrainingRequest owns",
+                "reason": "Forbidden",
+            },
+        ],
+    )
 
 
 def binding(name: str, params: bool = False) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import yaml
 
 from dws_operator import api
 from dws_operator.crd.cel import RULES_BY_PATH
-from dws_operator.crd.schema import Schema, at_path, structural_schema
+from dws_operator.crd.schema import Schema, at_path, resource_schema
 
 CRD_NAME = f"{api.PLURAL}.{api.GROUP}"
 
@@ -50,18 +50,7 @@ DESCRIPTION = (
 
 
 def openapi_schema() -> Schema:
-    root: Schema = {
-        "description": DESCRIPTION,
-        "type": "object",
-        "required": ["spec"],
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
-            "spec": structural_schema(api.TrainingRequestSpec),
-            "status": structural_schema(api.TrainingRequestStatus),
-        },
-    }
+    root = resource_schema(DESCRIPTION, api.TrainingRequestSpec, api.TrainingRequestStatus)
     for path, rules in RULES_BY_PATH.items():
         node = at_path(root, path)
         node.setdefault("x-kubernetes-validations", []).extend(r.to_schema() for r in rules)

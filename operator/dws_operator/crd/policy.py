@@ -13,7 +13,7 @@ from dws_operator.api.policy import (
     POLICY_SINGULAR,
     TrainingPolicySpec,
 )
-from dws_operator.crd.schema import structural_schema
+from dws_operator.crd.schema import resource_schema
 
 POLICY_CRD_NAME = f"{POLICY_PLURAL}.{GROUP}"
 
@@ -34,17 +34,7 @@ DESCRIPTION = (
 
 
 def policy_custom_resource_definition() -> dict[str, Any]:
-    schema = {
-        "description": DESCRIPTION,
-        "type": "object",
-        "required": ["spec"],
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
-            "spec": structural_schema(TrainingPolicySpec),
-        },
-    }
+    schema = resource_schema(DESCRIPTION, TrainingPolicySpec)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

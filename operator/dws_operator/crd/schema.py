@@ -119,3 +119,24 @@ def at_path(schema: Schema, path: tuple[str, ...]) -> Schema:
         except KeyError as missing:
             raise SchemaError(f"no field {'.'.join(path)} in the schema") from missing
     return node
+
+
+def resource_schema(
+    description: str, spec: type[BaseModel], status: type[BaseModel] | None = None
+) -> Schema:
+    """The root schema of a custom resource whose `spec` (and `status`) are `spec`'s (and
+    `status`'s) models."""
+    properties: Schema = {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": structural_schema(spec),
+    }
+    if status is not None:
+        properties["status"] = structural_schema(status)
+    return {
+        "description": description,
+        "type": "object",
+        "required": ["spec"],
+        "properties": properties,
+    }
