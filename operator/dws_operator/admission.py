@@ -216,14 +216,14 @@ _SCOPED = (("batch", "jobs"), (JOBSET_GROUP, JOBSET_PLURAL), ("", "services"))
 
 
 def operator_scope_policy(identity: str, name: str = SCOPE_NAME) -> dict[str, Any]:
-    """Refuses `identity` (the operator's ServiceAccount user name) any create, update
-    or delete of a Job, JobSet or Service without the request label and a
-    TrainingRequest owner, or in kube-system."""
+    """Refuses `identity` (the operator's ServiceAccount user name) any create or delete
+    of a Job, JobSet or Service without the request label and a TrainingRequest owner of
+    that name, or in kube-system. (It updates none: RBAC gives it no update or patch.)"""
     target = "variables.target.metadata"
     return _policy(
         name,
         list(_SCOPED),
-        ["CREATE", "UPDATE", "DELETE"],
+        ["CREATE", "DELETE"],
         matchConditions=[
             {
                 "name": "the-operator",
@@ -249,10 +249,14 @@ def operator_scope_policy(identity: str, name: str = SCOPE_NAME) -> dict[str, An
             },
             {
                 "expression": (
+                    f"has({target}.labels) && {lit(REQUEST_LABEL)} in {target}.labels && "
                     f"has({target}.ownerReferences) && {target}.ownerReferences.exists(r, "
-                    f"r.apiVersion.startsWith({lit(GROUP + '/')}) && r.kind == {lit(KIND)})"
+                    f"r.apiVersion.startsWith({lit(GROUP + '/')}) && r.kind == {lit(KIND)} && "
+                    f"r.name == {target}.labels[{lit(REQUEST_LABEL)}])"
                 ),
-                "message": "dws-operator touches only objects a TrainingRequest owns",
+                "message": (
+                    "dws-operator touches only objects the TrainingRequest its label names owns"
+                ),
                 "reason": "Forbidden",
             },
         ],

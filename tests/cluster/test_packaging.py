@@ -347,7 +347,7 @@ def test_the_chart_rbac_is_enough_and_no_more(
         helm("uninstall", release, "--namespace", namespace)
 
 
-def _service(name: str, owned: bool, labelled: bool) -> str:
+def _service(name: str, owned: bool, labelled: bool, owner: str = "r") -> str:
     metadata: dict[str, Any] = {"name": name}
     if labelled:
         metadata["labels"] = {REQUEST_LABEL: "r"}
@@ -356,7 +356,7 @@ def _service(name: str, owned: bool, labelled: bool) -> str:
             {
                 "apiVersion": f"{GROUP}/{VERSION}",
                 "kind": "TrainingRequest",
-                "name": "r",
+                "name": owner,
                 "uid": str(uuid.uuid4()),
             }
         ]
@@ -394,7 +394,9 @@ def test_the_operator_scope_policy_lets_it_touch_only_requests_objects(
         assert f"{release}-dws-operator-scope" in refused.stderr, refused.stderr
         assert "touches only objects labelled" in refused.stderr, refused.stderr
         unowned = create(_service("unowned", owned=False, labelled=True), namespace)
-        assert "a TrainingRequest owns" in unowned.stderr, unowned.stderr
+        assert "the TrainingRequest its label names owns" in unowned.stderr, unowned.stderr
+        stranger = create(_service("stranger", owned=True, labelled=True, owner="other"), namespace)
+        assert "the TrainingRequest its label names owns" in stranger.stderr, stranger.stderr
         ours = _service("ours", owned=True, labelled=True)
         made = create(ours, namespace)
         assert made.returncode == 0, made.stderr

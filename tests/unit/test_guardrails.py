@@ -127,9 +127,7 @@ def test_over_the_in_flight_limit_a_request_waits_then_goes_when_there_is_room()
     assert len(only(going.actions, CreateNodePool)) == 1
 
 
-def test_the_plan_is_written_with_the_admission_before_an_estimated_ladder_is_ordered() -> (
-    None
-):
+def test_the_plan_is_written_with_the_admission_before_an_estimated_ladder_is_ordered() -> None:
     body = spec_body(
         tpu("v6e", "4x4"),
         provisioning={"fallback": [{"mode": "Spot"}], "fallbackOrder": "Estimated"},
@@ -189,3 +187,14 @@ def test_the_status_node_pool_counts_as_past_the_policies() -> None:
     bound.node_pool = NodePoolStatus(name="idle", managed=True, reused=True)
     decision = run(guarded(MULTI, policy(accelerators=["nvidia-l4"]), status=bound))
     assert decision.status.phase != Phase.FAILED
+
+
+def test_a_request_failed_by_its_policy_is_settled_not_looked_at_again_and_again() -> None:
+    obs = guarded(spec_body(gpu("nvidia-h100-80gb")), policy(accelerators=["v6e"]))
+    failed = run(obs)
+    again = run(
+        dataclasses.replace(obs, request=dataclasses.replace(obs.request, status=failed.status))
+    )
+    assert again.requeue_after is None
+    assert again.events == []
+    assert again.status.message == failed.status.message

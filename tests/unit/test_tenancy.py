@@ -40,6 +40,19 @@ def stored(
     }
 
 
+#: A request its namespace's in-flight limits hold.
+HELD = {
+    "phase": "Pending",
+    "conditions": [
+        {
+            "type": "Admitted",
+            "status": "False",
+            "reason": "PolicyLimit",
+            "message": "",
+            "lastTransitionTime": "2026-11-28T09:00:00Z",
+        }
+    ],
+}
 #: A request past its policies, holding 16 chips on 4 nodes.
 RUNNING = {
     "phase": "Running",
@@ -64,8 +77,10 @@ def test_the_namespaces_admitted_requests_are_counted_and_the_oldest_waiting_nam
     book, _ = ledger(
         stored("a", "2026-11-28T08:00:00Z", RUNNING),
         stored("b", "2026-11-28T08:30:00Z", RUNNING | {"phase": "Succeeded"}),
-        stored("older", "2026-11-28T08:40:00Z"),
-        stored("oldest", "2026-11-28T08:20:00Z"),
+        stored("older", "2026-11-28T08:40:00Z", HELD),
+        stored("oldest", "2026-11-28T08:20:00Z", HELD),
+        # Older still, but its passes never reached its policies: it holds up no one.
+        stored("not-looked-at", "2026-11-28T08:10:00Z"),
         stored("elsewhere", "2026-11-28T08:00:00Z", RUNNING, ns="other"),
     )
     seen = book.observed((NAMESPACE, NAME), "2026-11-28T09:00:00Z", observed(MULTI))
@@ -148,3 +163,39 @@ def test_a_policy_listed_again_unchanged_is_nothing_new_and_one_deleted_unseen_g
     # A listing at version 3 without it: deleted while no watch said so.
     assert cache.stale("trainingpolicies", NAMESPACE, set(), 3) == [(NAMESPACE, "limits")]
     assert cache.stale("trainingpolicies", NAMESPACE, set(), 1) == []  # the listing is older
+
+
+def test_an_ended_request_counts_while_its_pool_holds_nodes_and_not_after() -> None:
+    pool = {"nodePool": {"name": "dws-a"}}
+    kept = RUNNING | pool | {"phase": "Succeeded"}  # cleanup: Keep, or still draining
+    released = kept | {"scaledDownAt": "2026-11-28T10:00:00Z"}
+    # Failed before asking for anything (its status names the pool it would have made).
+    refused = {"phase": "Failed", "nodePool": {"name": "dws-c"}, "plan": RUNNING["plan"]}
+    book, _ = ledger(
+        stored("kept", "2026-11-28T08:00:00Z", kept),
+        stored("released", "2026-11-28T08:01:00Z", released),
+        stored("refused", "2026-11-28T08:02:00Z", refused),
+    )
+    seen = book.observed((NAMESPACE, NAME), "2026-11-28T09:00:00Z", observed(MULTI))
+    assert seen.in_flight == Size(16, 4)  # kept only
+
+
+def test_a_scale_down_wakes_the_oldest_waiting_one() -> None:
+    book, woken = ledger(stored("w", "2026-11-28T08:40:00Z", HELD))
+    before = TrainingRequestStatus(phase=Phase.SUCCEEDED)
+    after = before.model_copy(update={"scaled_down_at": observed(MULTI).now})
+    book.note((NAMESPACE, "a"), before, after, Size(16, 4))
+    assert woken == [(NAMESPACE, "w")]
+
+
+def test_an_admission_whose_status_was_not_written_is_forgotten() -> None:
+    book, _ = ledger(stored("a", "2026-11-28T08:00:00Z"))
+    after = TrainingRequestStatus(phase=Phase.PROVISIONING, requested_at=observed(MULTI).now)
+    book.note((NAMESPACE, "a"), TrainingRequestStatus(), after, Size(16, 4))
+    assert book.observed(
+        (NAMESPACE, "b"), "2026-11-28T09:00:00Z", observed(MULTI)
+    ).in_flight == Size(16, 4)
+    book.forget((NAMESPACE, "a"))
+    assert (
+        book.observed((NAMESPACE, "b"), "2026-11-28T09:00:00Z", observed(MULTI)).in_flight == Size()
+    )

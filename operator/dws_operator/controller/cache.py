@@ -27,7 +27,7 @@ from dws_operator.api.policy import POLICY_PLURAL, TrainingPolicy, TrainingPolic
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.guardrails import Size
 from dws_operator.multislice import JOBSET_NAME_LABEL, JOBSET_PLURAL
-from dws_operator.reconcile import ADMITTED
+from dws_operator.reconcile import ADMITTED, POLICY_LIMIT
 from dws_operator.workload import REQUEST_LABEL
 
 log = logging.getLogger(__name__)
@@ -173,6 +173,10 @@ class RequestSummary:
     admitted: bool = False
     #: Its size by its status's plan (every slice): what it holds or asks for.
     size: Size = Size(0, 0)  # noqa: RUF009 (frozen, so shared safely)
+    #: Held by its namespace's in-flight limits (Admitted False, PolicyLimit).
+    held: bool = False
+    #: It asked GKE for capacity (status.requestedAt).
+    requested: bool = False
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> RequestSummary:
@@ -191,6 +195,8 @@ class RequestSummary:
             scaled_down=isinstance(status.get("scaledDownAt"), str),
             created=str(metadata.get("creationTimestamp") or ""),
             admitted=_admitted(status),
+            held=_condition(status, ADMITTED, "False", POLICY_LIMIT),
+            requested=bool(status.get("requestedAt")),
             size=_planned_size(status.get("plan")),
         )
 
@@ -198,13 +204,29 @@ class RequestSummary:
     def ended(self) -> bool:
         return self.phase in TERMINAL_PHASES
 
+    @property
+    def holding(self) -> bool:
+        """Past its policies and still holding capacity: not ended, or ended having asked
+        for a pool not yet scaled down (draining, or kept by `cleanup: Keep` until
+        deleted). One that failed before asking holds nothing, whatever pool it names."""
+        if not self.admitted:
+            return False
+        return not self.ended or (self.requested and bool(self.pool) and not self.scaled_down)
+
 
 def _admitted(status: Mapping[str, Any]) -> bool:
     if status.get("requestedAt") or status.get("nodePool") or status.get("booking"):
         return True
+    return _condition(status, ADMITTED, "True")
+
+
+def _condition(status: Mapping[str, Any], kind: str, value: str, reason: str = "") -> bool:
     conditions = status.get("conditions")
     return isinstance(conditions, list) and any(
-        isinstance(c, dict) and c.get("type") == ADMITTED and c.get("status") == "True"
+        isinstance(c, dict)
+        and c.get("type") == kind
+        and c.get("status") == value
+        and (not reason or c.get("reason") == reason)
         for c in conditions
     )
 

@@ -9,7 +9,9 @@ to the most urgent operation waiting (what stops a bill before what starts one, 
 asks), then to the namespace served least recently, and within a namespace to its
 oldest request. A namespace alone in the line gets every slot.
 
-The place an operation is told (its request's status) follows the same turns.
+The place an operation is told (its request's status) follows the same turns: exactly
+while no more urgent operation waits (one that does goes first and moves its namespace's
+turn), an estimate otherwise.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ class Entry:
 
 
 class FairLine:
-    """Waiting operations by namespace; every method is O(namespaces x log n)."""
+    """Waiting operations by namespace: places and turns in O(namespaces x log n); taking
+    one passes over the operations backing off at the head of each namespace's line."""
 
     def __init__(self) -> None:
         self._lines: dict[str, list[Entry]] = {}

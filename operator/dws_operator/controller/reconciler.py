@@ -198,7 +198,11 @@ class Reconciler:
             try:
                 body = await self._write_status(body, observed, decision.status, decision.tally)
             except Conflict:
+                self.ledger.forget(key)
                 return await self._changed_meanwhile(key, request)
+            except BaseException:
+                self.ledger.forget(key)  # an admission not written is not counted
+                raise
             binding = decision.status.node_pool
             if observed.offer is not None and binding is not None and binding.reused:
                 # Counted once the status names it: the takeover follows on the next pass.

@@ -43,13 +43,13 @@ class PolicyLedger:
             if summary.ended or (noted is not None and summary.admitted and summary.size.chips):
                 self._admitted.pop(other, None)  # written, or over: the cache says it
                 noted = None
-            if summary.ended:
-                continue
-            if summary.admitted:
+            if summary.holding:
                 used = used + summary.size
             elif noted is not None:
                 used = used + noted
-            elif not summary.deleting and (summary.created, other[1]) < (created, key[1]):
+            elif summary.held and (summary.created, other[1]) < (created, key[1]):
+                # Only one its policies hold: a request whose passes fail before its
+                # policies are looked at holds up no one.
                 behind = min(behind or (summary.created, other[1]), (summary.created, other[1]))
         return dataclasses.replace(
             observed,
@@ -72,7 +72,8 @@ class PolicyLedger:
         if now_admitted and size is not None:
             self._admitted[key] = size
         ended = after.phase in TERMINAL_PHASES and before.phase not in TERMINAL_PHASES
-        if now_admitted or ended:
+        released = after.scaled_down_at is not None and before.scaled_down_at is None
+        if now_admitted or ended or released:
             self.wake_next(key)
 
     def wake_next(self, key: Key) -> None:
@@ -91,4 +92,6 @@ class PolicyLedger:
             self.wake(min(waiting)[1])
 
     def forget(self, key: Key) -> None:
+        """The request is gone, or its pass's status was not written: nothing of it is
+        counted but what the cache shows."""
         self._admitted.pop(key, None)

@@ -3,6 +3,7 @@
 What the shell may use is exported here; the modules behind it are the core's own.
 """
 
+from dws_operator.guardrails import POLICY_LIMIT
 from dws_operator.reconcile.actions import (
     Action,
     CancelBooking,
@@ -86,6 +87,7 @@ __all__ = [
     "MAX_RECOVERIES",
     "NO_WINDOW",
     "ORDERED",
+    "POLICY_LIMIT",
     "RECOVERED",
     "RUNNING_POLL_SECONDS",
     "STUCK_AFTER_SECONDS",

@@ -10,7 +10,7 @@ within the namespace.
 
 from __future__ import annotations
 
-from dws_operator.api import TrainingRequestStatus
+from dws_operator.api import TERMINAL_PHASES, TrainingRequestStatus
 from dws_operator.api.policy import TrainingPolicySpec
 from dws_operator.guardrails import POLICY_LIMIT, POLICY_VIOLATION, over_in_flight, violations
 from dws_operator.planning import SlicePlan
@@ -35,8 +35,8 @@ def admitted(status: TrainingRequestStatus) -> bool:
 def policy_gate(run: Draft, plan: SlicePlan) -> Decision | None:
     """The request fails or waits by its namespace's policies; None: it goes on."""
     policies = run.observed.policies
-    if not policies or admitted(run.status):
-        return None
+    if not policies or admitted(run.status) or run.status.phase in TERMINAL_PHASES:
+        return None  # past them, or ended (failed by them or before them): settled
     spec, size = run.request.facts.spec, run.request.facts.size
     if spec is None or size is None:
         return None  # a spec that cannot be planned fails on its own
