@@ -116,18 +116,16 @@ def test_an_ended_request_wakes_the_oldest_waiting_one() -> None:
         stored("late", "2026-11-28T08:50:00Z"),
         stored("early", "2026-11-28T08:40:00Z"),
     )
-    book.note(
+    book.written(
         (NAMESPACE, "a"),
         TrainingRequestStatus(phase=Phase.RUNNING),
         TrainingRequestStatus(phase=Phase.SUCCEEDED),
-        Size(16, 4),
     )
     assert woken == [(NAMESPACE, "early")]
-    book.note(
+    book.written(
         (NAMESPACE, "a"),
         TrainingRequestStatus(phase=Phase.SUCCEEDED),
         TrainingRequestStatus(phase=Phase.SUCCEEDED),
-        Size(16, 4),
     )
     assert woken == [(NAMESPACE, "early")]  # only when it ends, not after
 
@@ -166,18 +164,25 @@ def test_a_policy_listed_again_unchanged_is_nothing_new_and_one_deleted_unseen_g
 
 
 def test_an_ended_request_counts_while_its_pool_holds_nodes_and_not_after() -> None:
-    pool = {"nodePool": {"name": "dws-a"}}
+    pool = {"nodePool": {"name": "dws-a", "managed": True}}
     kept = RUNNING | pool | {"phase": "Succeeded"}  # cleanup: Keep, or still draining
     released = kept | {"scaledDownAt": "2026-11-28T10:00:00Z"}
     # Failed before asking for anything (its status names the pool it would have made).
     refused = {"phase": "Failed", "nodePool": {"name": "dws-c"}, "plan": RUNNING["plan"]}
+    # Done on the user's own pool: never the operator's to scale down.
+    theirs = RUNNING | {"phase": "Succeeded", "nodePool": {"name": "own", "managed": False}}
+    # Once held, then failed for another reason: holds up no one.
+    failed_held = HELD | {"phase": "Failed"}
     book, _ = ledger(
         stored("kept", "2026-11-28T08:00:00Z", kept),
         stored("released", "2026-11-28T08:01:00Z", released),
         stored("refused", "2026-11-28T08:02:00Z", refused),
+        stored("theirs", "2026-11-28T08:03:00Z", theirs),
+        stored("failed-held", "2026-11-28T08:04:00Z", failed_held),
     )
     seen = book.observed((NAMESPACE, NAME), "2026-11-28T09:00:00Z", observed(MULTI))
     assert seen.in_flight == Size(16, 4)  # kept only
+    assert seen.waits_behind == ""
 
 
 def test_a_scale_down_wakes_the_oldest_waiting_one() -> None:
@@ -185,6 +190,8 @@ def test_a_scale_down_wakes_the_oldest_waiting_one() -> None:
     before = TrainingRequestStatus(phase=Phase.SUCCEEDED)
     after = before.model_copy(update={"scaled_down_at": observed(MULTI).now})
     book.note((NAMESPACE, "a"), before, after, Size(16, 4))
+    assert woken == []  # not before its status is written
+    book.written((NAMESPACE, "a"), before, after)
     assert woken == [(NAMESPACE, "w")]
 
 

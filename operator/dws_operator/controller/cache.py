@@ -177,6 +177,8 @@ class RequestSummary:
     held: bool = False
     #: It asked GKE for capacity (status.requestedAt).
     requested: bool = False
+    #: Its pool is the operator's (status.nodePool.managed), not one the user made.
+    managed: bool = False
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> RequestSummary:
@@ -197,6 +199,7 @@ class RequestSummary:
             admitted=_admitted(status),
             held=_condition(status, ADMITTED, "False", POLICY_LIMIT),
             requested=bool(status.get("requestedAt")),
+            managed=(status.get("nodePool") or {}).get("managed") is True,
             size=_planned_size(status.get("plan")),
         )
 
@@ -211,7 +214,10 @@ class RequestSummary:
         deleted). One that failed before asking holds nothing, whatever pool it names."""
         if not self.admitted:
             return False
-        return not self.ended or (self.requested and bool(self.pool) and not self.scaled_down)
+        if not self.ended:
+            return True
+        # A user's own pool (nodePool.existing) is never the operator's to scale down.
+        return self.requested and self.managed and bool(self.pool) and not self.scaled_down
 
 
 def _admitted(status: Mapping[str, Any]) -> bool:

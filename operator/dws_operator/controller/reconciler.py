@@ -203,6 +203,7 @@ class Reconciler:
             except BaseException:
                 self.ledger.forget(key)  # an admission not written is not counted
                 raise
+            self.ledger.written(key, request.status, decision.status)
             binding = decision.status.node_pool
             if observed.offer is not None and binding is not None and binding.reused:
                 # Counted once the status names it: the takeover follows on the next pass.

@@ -47,7 +47,11 @@ class PolicyLedger:
                 used = used + summary.size
             elif noted is not None:
                 used = used + noted
-            elif summary.held and (summary.created, other[1]) < (created, key[1]):
+            elif (
+                summary.held
+                and not (summary.ended or summary.deleting)
+                and (summary.created, other[1]) < (created, key[1])
+            ):
                 # Only one its policies hold: a request whose passes fail before its
                 # policies are looked at holds up no one.
                 behind = min(behind or (summary.created, other[1]), (summary.created, other[1]))
@@ -65,15 +69,23 @@ class PolicyLedger:
         after: TrainingRequestStatus,
         size: Size | None,
     ) -> None:
-        """After a pass's decision: a request it admitted is counted until the cache
-        shows it; when one was admitted or ended, the namespace's oldest waiting request
-        is looked at (it may go now; when it does, it wakes the next)."""
+        """After a pass's decision, before its status is written: a request it admitted
+        is counted until the cache shows it, and the namespace's oldest waiting request
+        is looked at (it may go too; when it does, it wakes the next)."""
         now_admitted = size is not None and not admitted(before) and admitted(after)
         if now_admitted and size is not None:
             self._admitted[key] = size
+            self.wake_next(key)
+
+    def written(
+        self, key: Key, before: TrainingRequestStatus, after: TrainingRequestStatus
+    ) -> None:
+        """After a pass's status was written (and so is in the cache): when the request
+        ended or its pools went to zero, the namespace's oldest waiting request looks
+        again, and finds the room made."""
         ended = after.phase in TERMINAL_PHASES and before.phase not in TERMINAL_PHASES
         released = after.scaled_down_at is not None and before.scaled_down_at is None
-        if now_admitted or ended or released:
+        if ended or released:
             self.wake_next(key)
 
     def wake_next(self, key: Key) -> None:
