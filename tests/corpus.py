@@ -509,6 +509,78 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "spec.provisioning.fallbackOrder",
         "always the first step",
     ),
+    (
+        "run-too-long",
+        {"accelerator": gpu("nvidia-h100-80gb"), "run": {"duration": "2161h"}},
+        "spec.run.duration",
+        "at most 2160h",
+    ),
+    (
+        "run-stop-before-zero",
+        {"accelerator": gpu("nvidia-h100-80gb"), "run": {"duration": "400h", "stopBefore": "0s"}},
+        "spec.run.stopBefore",
+        "more than 0s",
+    ),
+    (
+        "run-request-ahead-two-days",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "run": {"duration": "400h", "requestAhead": "48h"},
+        },
+        "spec.run.requestAhead",
+        "at most 24h",
+    ),
+    (
+        "run-stop-before-longer-than-window",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "provisioning": {"maxRunDuration": "2h"},
+            "run": {"duration": "10h", "stopBefore": "3h"},
+        },
+        "spec.run.stopBefore",
+        "shorter than provisioning.maxRunDuration",
+    ),
+    (
+        "run-too-many-segments",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "provisioning": {"maxRunDuration": "1h"},
+            "run": {"duration": "100h"},
+        },
+        "spec.run.duration",
+        "more than 32 segments",
+    ),
+    (
+        "run-segments-on-existing-pool",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "nodePool": {"name": "mine", "existing": True},
+            "run": {"duration": "400h"},
+        },
+        "spec.run.duration",
+        "every segment gets a node pool of its own",
+    ),
+    (
+        "run-segments-calendar",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "mode": "Calendar",
+            "provisioning": {"zones": ["us-east5-a"], "calendar": BLOCK},
+            "run": {"duration": "400h"},
+        },
+        "spec.run.duration",
+        "book a longer block",
+    ),
+    (
+        "run-pool-name-without-room",
+        {
+            "accelerator": gpu("nvidia-h100-80gb"),
+            "nodePool": {"name": "p" * 37},
+            "run": {"duration": "400h"},
+        },
+        "spec.nodePool.name",
+        "each segment's pool adds -r<segment>",
+    ),
 ]
 
 #: Ladders whose broken step only the whole spec shows (the accelerator decides): the

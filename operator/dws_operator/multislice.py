@@ -56,6 +56,7 @@ from dws_operator.planning import SlicePlan
 from dws_operator.workload import (
     ATTEMPT_LABEL,
     RequestRef,
+    SegmentEnv,
     attempt_env,
     indexed_job_spec,
     job_name,
@@ -141,10 +142,15 @@ def _host_network(pod_spec: dict[str, Any]) -> None:
 
 
 def slice_pod_template(
-    ref: RequestRef, spec: TrainingRequestSpec, plan: SlicePlan, jobset: str, attempt: int
+    ref: RequestRef,
+    spec: TrainingRequestSpec,
+    plan: SlicePlan,
+    jobset: str,
+    attempt: int,
+    segment: SegmentEnv | None = None,
 ) -> PodTemplate:
     """Every slice's pod template: the slice's chips and env, the request's pools."""
-    env = _slice_env(plan, jobset) + attempt_env(spec, attempt)
+    env = _slice_env(plan, jobset) + attempt_env(spec, attempt, segment)
     template = pod_template(ref, spec, plan, env, attempt=attempt, subdomain=jobset)
     _pin_to_pools(template["spec"], plan.pool_names)
     _host_network(template["spec"])
@@ -158,12 +164,13 @@ def render_jobset(
     *,
     attempt: int = 0,
     queue: str | None = None,
+    segment: SegmentEnv | None = None,
 ) -> JobSet:
     """The JobSet of one attempt. `queue` set means Kueue admits it (created suspended)."""
     if len(plan.pool_names) != plan.slices:
         raise ValueError("a multi-slice plan needs every slice's pool name")
     name = job_name(ref.name, attempt)
-    template = slice_pod_template(ref, spec, plan, name, attempt)
+    template = slice_pod_template(ref, spec, plan, name, attempt, segment)
     replicated: ReplicatedJob = {
         "name": REPLICATED_JOB_NAME,
         "replicas": plan.slices,

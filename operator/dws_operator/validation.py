@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from dws_operator.api import (
+    MAX_RUN_HOURS,
+    MAX_SEGMENTS,
     CalendarBlock,
     CleanupPolicy,
     FallbackOrder,
@@ -40,6 +42,7 @@ GPU_PATH = "spec.accelerator.gpu"
 PROVISIONING_PATH = "spec.provisioning"
 FALLBACK_PATH = "spec.provisioning.fallback"
 NODE_POOL_PATH = "spec.nodePool"
+RUN_PATH = "spec.run"
 
 #: Modes whose VMs are flex-start VMs (the two DWS modes): they serve only the
 #: accelerators flex-start serves (the catalog's `flex_start` rows).
@@ -427,6 +430,101 @@ def ladder_errors(spec: TrainingRequestSpec) -> list[SpecError]:
     return found
 
 
+#: Why a long run cannot use mode Calendar or an existing pool.
+SEGMENTS_NOT_CALENDAR = (
+    "longer than provisioning.maxRunDuration is not available with mode Calendar: the "
+    "block is one window; book a longer block (up to 2160h) instead"
+)
+SEGMENTS_NOT_EXISTING = (
+    "longer than provisioning.maxRunDuration is not available with nodePool.existing: "
+    "every segment gets a node pool of its own"
+)
+
+
+def segmented(spec: TrainingRequestSpec) -> bool:
+    """The run is longer than one window: it goes in segments."""
+    run = spec.run
+    if run is None or run.duration is None:
+        return False
+    window = parse_duration(spec.provisioning.max_run_duration)
+    return parse_duration(run.duration) > window
+
+
+#: Segments a long run may take beyond its duration over what one window trains: a
+#: window also holds the wait for its VMs and the workload's start, so it trains less.
+SPARE_SEGMENTS = 2
+
+
+def most_segments(spec: TrainingRequestSpec) -> int:
+    """The most segments the run may take: its duration over what one window trains
+    (maxRunDuration less stopBefore), rounded up, and `SPARE_SEGMENTS` more (at most
+    `MAX_SEGMENTS`); 1 for a run of one window."""
+    run = spec.run
+    if run is None or run.duration is None or not segmented(spec):
+        return 1
+    window = parse_duration(spec.provisioning.max_run_duration)
+    trains = (window - parse_duration(run.stop_before)).total_seconds()
+    if trains <= 0:
+        return 1
+    needed = -int(-parse_duration(run.duration).total_seconds() // trains)
+    return min(MAX_SEGMENTS, needed + SPARE_SEGMENTS)
+
+
+def run_errors(spec: TrainingRequestSpec) -> list[SpecError]:
+    """A long run's rules: bounded durations, a stop inside the window, segments that GKE
+    can serve one pool at a time, and room in the pool name for the segment suffix."""
+    run = spec.run
+    if run is None:
+        return []
+    found: list[SpecError] = []
+    stop = parse_duration(run.stop_before)
+    window = parse_duration(spec.provisioning.max_run_duration)
+    if not timedelta(0) < stop <= timedelta(hours=24):
+        found.append(SpecError(f"{RUN_PATH}.stopBefore", "must be more than 0s and at most 24h"))
+    elif stop >= window:
+        found.append(
+            SpecError(
+                f"{RUN_PATH}.stopBefore",
+                "must be shorter than provisioning.maxRunDuration "
+                f"({spec.provisioning.max_run_duration})",
+            )
+        )
+    if parse_duration(run.request_ahead) > timedelta(hours=24):
+        found.append(SpecError(f"{RUN_PATH}.requestAhead", "must be at most 24h"))
+    if run.duration is None:
+        return found
+    duration = parse_duration(run.duration)
+    if not timedelta(0) < duration <= timedelta(hours=MAX_RUN_HOURS):
+        found.append(
+            SpecError(f"{RUN_PATH}.duration", f"must be more than 0s and at most {MAX_RUN_HOURS}h")
+        )
+    slices = spec.accelerator.tpu.slices if spec.accelerator.tpu else 1
+    longest = max_pool_name(slices, spec.ladder_steps > 1, segments=True)
+    if spec.node_pool.name is not None and len(spec.node_pool.name) > longest:
+        found.append(
+            SpecError(
+                f"{NODE_POOL_PATH}.name",
+                f"at most {longest} characters with run.duration (each segment's pool adds "
+                "-r<segment>)",
+            )
+        )
+    if not segmented(spec):
+        return found
+    if spec.provisioning.mode == ProvisioningMode.CALENDAR:
+        found.append(SpecError(f"{RUN_PATH}.duration", SEGMENTS_NOT_CALENDAR))
+    if spec.node_pool.existing:
+        found.append(SpecError(f"{RUN_PATH}.duration", SEGMENTS_NOT_EXISTING))
+    if stop < window and duration > MAX_SEGMENTS * (window - stop):
+        found.append(
+            SpecError(
+                f"{RUN_PATH}.duration",
+                f"needs more than {MAX_SEGMENTS} segments of provisioning.maxRunDuration "
+                "less run.stopBefore; raise maxRunDuration",
+            )
+        )
+    return found
+
+
 def spec_errors(spec: TrainingRequestSpec) -> list[SpecError]:
     """Every rule the spec breaks, in field order; empty when GKE would accept it."""
     found: list[SpecError] = []
@@ -439,4 +537,5 @@ def spec_errors(spec: TrainingRequestSpec) -> list[SpecError]:
     found += provisioning_errors(spec)
     found += ladder_errors(spec)
     found += node_pool_errors(spec)
+    found += run_errors(spec)
     return found

@@ -11,8 +11,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from dws_operator import rfc3339
 from dws_operator.api import API_VERSION, KIND, ProvisioningSpec, TrainingRequestSpec
 from dws_operator.catalog import MODE_SETTINGS
 from dws_operator.durations import parse_duration
@@ -44,6 +46,20 @@ COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 DISRUPTION_CONDITION = "DisruptionTarget"
 ATTEMPT_ENV = "DWS_ATTEMPT"
 CHECKPOINT_ENV = "DWS_CHECKPOINT_DIR"
+#: A long run's segment (1, 2, ...) and the moment it runs at least until (RFC 3339).
+SEGMENT_ENV = "DWS_SEGMENT"
+SEGMENT_END_ENV = "DWS_SEGMENT_END"
+
+
+@dataclass(frozen=True)
+class SegmentEnv:
+    """What a long run's workload is told of its segment (`reconcile.segments`)."""
+
+    segment: int
+    #: It runs at least until then: plan the last checkpoint for it.
+    end: datetime
+
+
 #: TPU VMs talk to each other on 8471 and expose runtime metrics on 8431.
 TPU_PORTS = {"tpu-ici": 8471, "tpu-metrics": 8431}
 
@@ -157,11 +173,17 @@ def _training_container(container: Manifest, plan: SlicePlan, env: list[EnvVar])
     return container
 
 
-def attempt_env(spec: TrainingRequestSpec, attempt: int) -> list[EnvVar]:
-    """Lets the training code tell a restart (resume from its checkpoint) from a first run."""
+def attempt_env(
+    spec: TrainingRequestSpec, attempt: int, segment: SegmentEnv | None = None
+) -> list[EnvVar]:
+    """Lets the training code tell a restart (resume from its checkpoint) from a first run,
+    and a long run's segment when its last checkpoint is due."""
     env: list[EnvVar] = [{"name": ATTEMPT_ENV, "value": str(attempt)}]
     if spec.checkpoint_dir is not None:
         env.append({"name": CHECKPOINT_ENV, "value": spec.checkpoint_dir})
+    if segment is not None:
+        env.append({"name": SEGMENT_ENV, "value": str(segment.segment)})
+        env.append({"name": SEGMENT_END_ENV, "value": rfc3339.seconds(segment.end)})
     return env
 
 
@@ -194,12 +216,14 @@ def pod_template(
     )
     pod_spec["restartPolicy"] = "Never" if multi_host else "OnFailure"
     block = spec.provisioning.calendar
-    if block is not None and "terminationGracePeriodSeconds" not in pod_spec:
-        # The workload is stopped this long before a calendar block ends: its pods get
-        # all of it to checkpoint after the SIGTERM, before the VMs go.
-        pod_spec["terminationGracePeriodSeconds"] = int(
-            parse_duration(block.stop_before).total_seconds()
-        )
+    stop_before = block.stop_before if block is not None else None
+    if spec.run is not None and spec.run.duration is not None:
+        stop_before = spec.run.stop_before
+    if stop_before is not None and "terminationGracePeriodSeconds" not in pod_spec:
+        # The workload is stopped this long before its capacity ends (a calendar block,
+        # a long run's window): its pods get all of it to checkpoint after the SIGTERM,
+        # before the VMs go.
+        pod_spec["terminationGracePeriodSeconds"] = int(parse_duration(stop_before).total_seconds())
     if subdomain is not None:
         pod_spec["subdomain"] = subdomain
     labels = labels_for(ref, {ATTEMPT_LABEL: str(attempt)})
@@ -257,6 +281,7 @@ def render_job(
     *,
     attempt: int = 0,
     queue: str | None = None,
+    segment: SegmentEnv | None = None,
 ) -> Job:
     """The Job of one attempt. `queue` set means Kueue admits it (created suspended)."""
     name = job_name(ref.name, attempt)
@@ -264,7 +289,7 @@ def render_job(
     env = (
         worker_env(plan, name, service_name(ref.name)) if plan.kind == "tpu" and multi_host else []
     )
-    env += attempt_env(spec, attempt)
+    env += attempt_env(spec, attempt, segment)
     template = pod_template(
         ref,
         spec,

@@ -126,6 +126,40 @@ def test_a_valid_ladder_is_accepted_and_immutable(api: k8s.ApiClient, namespace:
     assert "spec.provisioning is immutable" in raised.value.body
 
 
+def test_a_long_run_is_accepted_with_its_defaults_and_immutable(
+    api: k8s.ApiClient, namespace: str
+) -> None:
+    spec = spec_body(gpu("nvidia-h100-80gb", nodes=2), run={"duration": "500h"})
+    name = _name()
+    created = create(api, namespace, manifest(name, spec), dry_run=False)
+    assert created["spec"]["run"] == {
+        "duration": "500h",
+        "stopBefore": "10m",
+        "requestAhead": "30m",
+    }
+    objects = _objects(api)
+    for change in ({"duration": "600h"}, None):
+        changed = copy.deepcopy(created)
+        if change is None:
+            del changed["spec"]["run"]
+        else:
+            changed["spec"]["run"].update(change)
+        with pytest.raises(ApiException) as raised:
+            objects.replace_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name, changed
+            )
+        assert raised.value.status == 422
+        assert "spec.run is immutable" in raised.value.body
+    # Added later, too: the pools' names were chosen without room for its segments.
+    plain = create(api, namespace, manifest(_name(), spec_body(gpu("nvidia-h100-80gb"))), False)
+    plain["spec"]["run"] = {"duration": "500h"}
+    with pytest.raises(ApiException) as raised:
+        objects.replace_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, plain["metadata"]["name"], plain
+        )
+    assert "spec.run is immutable" in raised.value.body
+
+
 def test_a_ladder_has_at_most_eight_steps(api: k8s.ApiClient, namespace: str) -> None:
     spec = spec_body(tpu("v6e", "4x4"), provisioning={"fallback": [{"mode": "Spot"}] * 8})
     message, fields = rejection(api, namespace, manifest(_name(), spec))

@@ -11,6 +11,8 @@ from dws_operator.api.base import (
     ApiModel,
 )
 from dws_operator.api.spec import (
+    MAX_RUN_HOURS,
+    MAX_SEGMENTS,
     AcceleratorSpec,
     CalendarBlock,
     CleanupPolicy,
@@ -19,6 +21,7 @@ from dws_operator.api.spec import (
     GpuSpec,
     NodePoolPolicy,
     ProvisioningSpec,
+    RunSpec,
     TpuSpec,
     TrainingRequestSpec,
 )
@@ -34,6 +37,8 @@ from dws_operator.api.status import (
     ObjectReference,
     Phase,
     PlanSummary,
+    Segment,
+    SegmentOutcome,
     SliceStatus,
     TrainingRequestStatus,
 )
@@ -43,6 +48,8 @@ __all__ = [
     "API_VERSION",
     "GROUP",
     "KIND",
+    "MAX_RUN_HOURS",
+    "MAX_SEGMENTS",
     "PLURAL",
     "SHORT_NAMES",
     "SINGULAR",
@@ -70,6 +77,9 @@ __all__ = [
     "PodSpecTemplate",
     "PodTemplate",
     "ProvisioningSpec",
+    "RunSpec",
+    "Segment",
+    "SegmentOutcome",
     "SliceStatus",
     "TpuSpec",
     "TrainingRequestSpec",

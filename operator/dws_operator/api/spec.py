@@ -41,6 +41,12 @@ MAX_RESTARTS = 100
 #: Each step is a node pool of its own (and a GKE create and delete): eight steps are
 #: every DWS zone of a TPU generation in both flex-start modes, then Spot and OnDemand.
 MAX_FALLBACK_STEPS = 7
+#: Segments of one long run (`spec.run`): each is a node pool of its own, made and
+#: deleted in turn, so this bounds the GKE operations a run costs, not the run itself
+#: (90 days in 7-day windows is 13 segments).
+MAX_SEGMENTS = 32
+#: The longest run: 90 days, as long as a calendar-mode block.
+MAX_RUN_HOURS = 2160
 
 #: What a pattern-checked field looks like, for error messages better than a regex.
 FORMAT_HINTS = {
@@ -58,6 +64,7 @@ FORMAT_HINTS = {
     "mode": "FlexStart, QueuedProvisioning, Spot, OnDemand, Reservation or Calendar",
     "duration": "hours, minutes and seconds, e.g. 72h or 2160h",
     "stopBefore": "hours, minutes and seconds, e.g. 10m or 1h",
+    "requestAhead": "hours, minutes and seconds, e.g. 30m, 2h or 0s",
 }
 
 Zone = Annotated[str, StringConstraints(pattern=ZONE_PATTERN, max_length=63)]
@@ -341,6 +348,49 @@ class ProvisioningSpec(ApiModel):
         ]
 
 
+class RunSpec(ApiModel):
+    """How long the training runs in all, when that is longer than one capacity window
+    (`provisioning.maxRunDuration`: a flex-start VM's life). Immutable after creation."""
+
+    duration: str | None = Field(
+        None,
+        pattern=DURATION_PATTERN,
+        min_length=2,
+        max_length=32,
+        description=(
+            "How long the training needs in all, up to 2160h (90 days). Longer than "
+            "provisioning.maxRunDuration, the run goes in segments: before a window's "
+            "capacity ends, the operator stops the workload (SIGTERM, stopBefore ahead) "
+            "and starts it again, as the next segment, on new capacity asked for "
+            "requestAhead earlier; the code resumes from DWS_CHECKPOINT_DIR. The run "
+            "fails RunDurationExceeded if the workload has not finished when this much "
+            "run time is used. Default: one window (no segments)."
+        ),
+    )
+    stop_before: str = Field(
+        "10m",
+        pattern=DURATION_PATTERN,
+        min_length=2,
+        max_length=32,
+        description=(
+            "How long before a segment's capacity ends its workload is told to stop "
+            "(SIGTERM): its pods' terminationGracePeriodSeconds (unless the template "
+            "sets one), the time to write a checkpoint. More than 0s, at most 24h."
+        ),
+    )
+    request_ahead: str = Field(
+        "30m",
+        pattern=DURATION_PATTERN,
+        min_length=2,
+        max_length=32,
+        description=(
+            "How long before a segment is stopped the next segment's node pools are "
+            "made, so the next segment waits only for its VMs. At most 24h; 0s makes "
+            "them at the stop."
+        ),
+    )
+
+
 class CleanupPolicy(StrEnum):
     SCALE_TO_ZERO = "ScaleToZero"
     DELETE = "Delete"
@@ -420,6 +470,12 @@ class TrainingRequestSpec(ApiModel):
             "Where the training code keeps its checkpoints (e.g. gs://bucket/run or a mounted "
             "path). Given to the pods as DWS_CHECKPOINT_DIR, with DWS_ATTEMPT, so a restarted "
             "attempt resumes instead of starting over."
+        ),
+    )
+    run: RunSpec | None = Field(
+        None,
+        description=(
+            "A run longer than one capacity window, in segments (see run.duration). Immutable."
         ),
     )
     template: PodTemplate = Field(description="Pod template for the training pods.")

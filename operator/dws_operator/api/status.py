@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from dws_operator.api.base import ApiModel
-from dws_operator.api.spec import MAX_FALLBACK_STEPS, MAX_SLICES
+from dws_operator.api.spec import MAX_FALLBACK_STEPS, MAX_SEGMENTS, MAX_SLICES
 
 
 class Phase(StrEnum):
@@ -124,6 +124,41 @@ class Attempt(ApiModel):
         0, ge=0, description="Requests for capacity made again on this step after they stuck."
     )
     message: str | None = Field(None, max_length=4096, description="Why the step ended.")
+
+
+class SegmentOutcome(StrEnum):
+    """How one segment of a long run (`spec.run`) ended."""
+
+    #: Stopped before its capacity ended (planned); the next segment goes on.
+    ROLLED_OVER = "RolledOver"
+    #: Its capacity went under it (Spot preemption, a window cut short, node loss): the
+    #: same segment restarts from the checkpoint (an unplanned restart).
+    INTERRUPTED = "Interrupted"
+    #: The workload finished in it.
+    SUCCEEDED = "Succeeded"
+    #: The request failed in it (the request's message says why).
+    FAILED = "Failed"
+
+
+class Segment(ApiModel):
+    """One run of the workload on one window of capacity, in a long run (`spec.run`)."""
+
+    segment: int = Field(
+        ge=1, description="The segment (DWS_SEGMENT): 1 first, one more per rollover."
+    )
+    attempt: int = Field(ge=0, description="The workload attempt that ran it (DWS_ATTEMPT).")
+    node_pool: str = Field(description="Its node pool (the first slice's).")
+    requested_at: datetime = Field(description="When its capacity was asked for.")
+    started_at: datetime | None = Field(None, description="When its workload was running.")
+    ends_at: datetime | None = Field(
+        None,
+        description="When its capacity ends: its VMs' end (GKE's node annotation "
+        "node.gke.io/machine-termination-datetime), else its start plus maxRunDuration.",
+    )
+    stopped_at: datetime | None = Field(None, description="When it ended.")
+    outcome: SegmentOutcome | None = Field(
+        None, description="RolledOver, Interrupted, Succeeded or Failed; unset while it runs."
+    )
 
 
 class BookingState(StrEnum):
@@ -296,6 +331,29 @@ class TrainingRequestStatus(ApiModel):
         None,
         description="Every step of the capacity ladder tried so far, in order.",
         json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
+    segment: int | None = Field(
+        None,
+        ge=1,
+        description="A long run's current segment (spec.run); unset for one window.",
+    )
+    segments: list[Segment] | None = Field(
+        None,
+        max_length=4 * MAX_SEGMENTS,
+        description="A long run's segments so far, in order: each window of capacity "
+        "its workload ran on (the latest ones, when there are very many).",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
+    trained_seconds: float | None = Field(
+        None,
+        ge=0,
+        description="A long run's workload running time over every segment ended so far.",
+    )
+    rollover_seconds: float | None = Field(
+        None,
+        ge=0,
+        description="A long run's time between segments: from each segment's stop to the "
+        "next one's workload running.",
     )
     observed_generation: int | None = Field(
         None, ge=0, description="The .metadata.generation last reconciled."

@@ -15,6 +15,8 @@ from dws_operator.kube_types import TaintEffect
 FLEX_START_LABEL_KEY = "cloud.google.com/gke-flex-start"
 SPOT_LABEL_KEY = "cloud.google.com/gke-spot"
 NODE_POOL_LABEL_KEY = "cloud.google.com/gke-nodepool"
+#: GKE's annotation on a flex-start VM's Node: when the VM ends (its max run duration).
+TERMINATION_ANNOTATION = "node.gke.io/machine-termination-datetime"
 #: GKE puts a NoSchedule taint of this key ("true") on queued-provisioning nodes, not a
 #: label: Cluster Toolkit's gke-node-pool module adds the label to the pool's node labels
 #: itself for pods that select it. Pods here select the pool and `gke-flex-start` (which

@@ -18,13 +18,15 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
+from dws_operator import rfc3339
 from dws_operator.api import TERMINAL_PHASES
 from dws_operator.api.policy import POLICY_PLURAL, TrainingPolicy, TrainingPolicySpec
-from dws_operator.catalog import NODE_POOL_LABEL_KEY
+from dws_operator.catalog import NODE_POOL_LABEL_KEY, TERMINATION_ANNOTATION
 from dws_operator.guardrails import Size
 from dws_operator.multislice import JOBSET_NAME_LABEL, JOBSET_PLURAL
 from dws_operator.reconcile import ADMITTED, POLICY_LIMIT
@@ -263,6 +265,8 @@ class KubeCache:
         self._services = _Index()
         self._node_pools: dict[str, str] = {}
         self._node_versions: dict[str, int | None] = {}
+        #: When each Node's VM ends, as GKE's annotation says (flex-start VMs).
+        self._node_ends: dict[str, datetime] = {}
         self.node_counts: Counter[str] = Counter()
         #: Kueue's LocalQueues by namespace; None while Kueue is not used (no check).
         self._local_queues: dict[str, set[str]] | None = None
@@ -481,16 +485,35 @@ class KubeCache:
         if known is not None and incoming is not None and incoming < known:
             return None  # older than what is known (a listing taken before an event)
         self._node_versions[name] = incoming
+        ends = _termination(metadata)
         if before == pool:
+            self._set_end(name, ends)
             return None
         self.remove_node(name)
         self._node_versions[name] = incoming
+        self._set_end(name, ends)
         if pool is not None:
             self._node_pools[name] = pool
             self.node_counts[pool] += 1
         return pool or before
 
+    def _set_end(self, name: str, ends: datetime | None) -> None:
+        if ends is None:
+            self._node_ends.pop(name, None)
+        else:
+            self._node_ends[name] = ends
+
+    def capacity_end(self, pools: Iterable[str]) -> datetime | None:
+        """The earliest end of a VM of `pools` as GKE annotates its Node; None when none
+        of their Nodes says."""
+        wanted = set(pools)
+        ends = [
+            end for node, end in self._node_ends.items() if self._node_pools.get(node) in wanted
+        ]
+        return min(ends, default=None)
+
     def remove_node(self, name: str) -> str | None:
+        self._node_ends.pop(name, None)
         self._node_versions.pop(name, None)
         pool = self._node_pools.pop(name, None)
         if pool is not None:
@@ -584,3 +607,16 @@ class KubeCache:
         else:
             return None
         return (key[0], request) if request is not None else None
+
+
+def _termination(metadata: Mapping[str, Any]) -> datetime | None:
+    """GKE's `node.gke.io/machine-termination-datetime` on a Node (a flex-start VM's
+    end); None when absent or unreadable."""
+    stamp = (metadata.get("annotations") or {}).get(TERMINATION_ANNOTATION)
+    if not isinstance(stamp, str):
+        return None
+    try:
+        moment = rfc3339.parse(stamp)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -164,13 +164,23 @@ class KubeApi:
             raise WorkloadRejected(kind, manifest["metadata"]["name"], error) from error
         return created if isinstance(created, dict) else None
 
-    async def delete(self, plural: str, namespace: str, name: str, uid: str | None = None) -> bool:
+    async def delete(
+        self,
+        plural: str,
+        namespace: str,
+        name: str,
+        uid: str | None = None,
+        *,
+        foreground: bool = False,
+    ) -> bool:
         """Delete if there (False: it was not); what the object owns goes through
         garbage collection in the background (a Job's pods; a JobSet's Jobs, so the next
-        attempt need not wait). With `uid`, only that object: one made since under the
-        same name is not deleted (False, as if gone: the one meant is)."""
+        attempt need not wait), or first (`foreground`: the object stays, deleting, until
+        they are gone). With `uid`, only that object: one made since under the same name
+        is not deleted (False, as if gone: the one meant is)."""
         group, version = _KINDS[plural]
-        body: dict[str, Any] = {"propagationPolicy": "Background"}
+        policy = "Foreground" if foreground else "Background"
+        body: dict[str, Any] = {"propagationPolicy": policy}
         if uid:
             body["preconditions"] = {"uid": uid}
         try:

@@ -36,6 +36,7 @@ from dws_operator.reconcile import (
     RequestView,
     abandoned_pool_names,
     attempt_number,
+    next_pool_names_for,
     planned,
     pool_names_for,
     read_spec,
@@ -256,6 +257,8 @@ async def observe(request: RequestView, created: str, sources: Sources) -> Obser
     # operation ending meanwhile would pair a pool as it was before with the scheduler as
     # it is after (a takeover done, its pool read before it: "someone else's pool").
     views = [_pool(sources, name, request.uid, key) for name in pool_names]
+    ahead = next_pool_names_for(request)
+    next_views = tuple(_pool(sources, name, request.uid, key) for name in ahead)
     left = abandoned_pool_names(request)
     abandoned = tuple(
         pool for name in left if (pool := _pool(sources, name, request.uid, key)) is not None
@@ -272,7 +275,7 @@ async def observe(request: RequestView, created: str, sources: Sources) -> Obser
     )
     operations = {
         name: dataclasses.replace(view, mine=sources.operations.owner(name) == key)
-        for name in (*pool_names, *left)
+        for name in (*pool_names, *ahead, *left)
         if (view := sources.operations.view(name)) is not None
     }
     # The current attempt's workload is named from the attempt count, not from status.job,
@@ -297,6 +300,8 @@ async def observe(request: RequestView, created: str, sources: Sources) -> Obser
         more_pools=tuple(views[1:]),
         job=job,
         nodes_by_pool=cache.nodes_of(pool_names),
+        next_pools=next_views,
+        capacity_ends=cache.capacity_end(pool_names) if request.facts.segments > 1 else None,
         stale_jobs=tuple(name for name in ours if name != current),
         service_exists=owners is not None and request.uid in owners,
         service_taken=owners is not None and request.uid not in owners,

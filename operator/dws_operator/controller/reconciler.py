@@ -74,6 +74,7 @@ from dws_operator.reconcile import (
     decide,
     estimate_key,
     ladder_keys,
+    next_pool_names_for,
     order_pending,
     planned,
     pool_name_for,
@@ -625,14 +626,16 @@ class Reconciler:
                     self.cache.put_job(made)
             # Deletes name the object the decision saw (its uid, from the cache): one
             # made since under the same name, by anyone, is left alone.
-            case DeleteJob(name=name, kind=kind):
+            case DeleteJob(name=name, kind=kind, foreground=foreground):
                 at = (request.namespace, name)
                 if kind == JOBSET_KIND:
                     uid = self.cache.uid(JOBSET_PLURAL, at)
-                    if not await self.kube.delete(JOBSET_PLURAL, *at, uid):
+                    if not await self.kube.delete(JOBSET_PLURAL, *at, uid, foreground=foreground):
                         self.cache.remove_jobset(at)
                         return False
-                elif not await self.kube.delete("jobs", *at, self.cache.uid("jobs", at)):
+                elif not await self.kube.delete(
+                    "jobs", *at, self.cache.uid("jobs", at), foreground=foreground
+                ):
                     self.cache.remove_job(at)
                     return False
             case DeleteService(name=name):
@@ -698,7 +701,11 @@ def _pool_of(action: Action) -> str | None:
 def _every_pool_name(request: RequestView) -> tuple[str, ...]:
     """Every pool a request may have made: each slice's of its current step, and those
     of the steps it left (and pools it took over, then left)."""
-    return (*pool_names_for(request), *abandoned_pool_names(request))
+    return (
+        *pool_names_for(request),
+        *next_pool_names_for(request),
+        *abandoned_pool_names(request),
+    )
 
 
 def _name(request: RequestView) -> str:

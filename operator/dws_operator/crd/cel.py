@@ -13,7 +13,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from dws_operator.api.spec import MAX_FALLBACK_STEPS, FallbackOrder
+from dws_operator.api.spec import (
+    MAX_FALLBACK_STEPS,
+    MAX_RUN_HOURS,
+    MAX_SEGMENTS,
+    FallbackOrder,
+)
 from dws_operator.catalog import (
     CALENDAR_ADVICE_TPU_DAYS,
     CALENDAR_MAX_DAYS,
@@ -32,13 +37,22 @@ from dws_operator.catalog import (
 )
 from dws_operator.durations import DURATION_PATTERN, format_duration
 from dws_operator.multislice import MAX_MULTISLICE_NAME
-from dws_operator.naming import MAX_SLICED_POOL_NAME, max_pool_name
+from dws_operator.naming import (
+    MAX_NODE_POOL_NAME,
+    MAX_SLICED_POOL_NAME,
+    SEGMENT_SUFFIX_ROOM,
+    SLICE_SUFFIX_ROOM,
+    STEP_SUFFIX_ROOM,
+    max_pool_name,
+)
 from dws_operator.validation import (
     ESTIMATED_NEEDS_FALLBACK,
     ESTIMATED_NOT_CALENDAR,
     FLEX_START_MODES,
     FLEX_START_UNSUPPORTED_GPUS,
     FLEX_START_UNSUPPORTED_TPUS,
+    SEGMENTS_NOT_CALENDAR,
+    SEGMENTS_NOT_EXISTING,
     TPU_ONE_ZONE,
 )
 
@@ -598,6 +612,98 @@ def root_rules() -> list[Rule]:
     ]
 
 
+def _seconds(value: str) -> str:
+    return f"duration({value}).getSeconds()"
+
+
+def run_field_rules() -> list[Rule]:
+    """On `spec.run`: bounded durations, and immutable."""
+    ahead = "self.requestAhead"
+    ahead_parses = f"size({ahead}) >= 2 && {ahead}.matches({lit(DURATION_PATTERN)})"
+    return [
+        Rule(
+            _duration_bounds("duration", "0s", f"{MAX_RUN_HOURS}h"),
+            f"duration must be more than 0s and at most {MAX_RUN_HOURS}h",
+            ".duration",
+        ),
+        Rule(
+            _duration_bounds("stopBefore", "0s", "24h"),
+            "stopBefore must be more than 0s and at most 24h",
+            ".stopBefore",
+        ),
+        Rule(
+            f"!has({ahead}) || !({ahead_parses}) || duration({ahead}) <= duration('24h')",
+            "requestAhead must be at most 24h",
+            ".requestAhead",
+        ),
+        Rule("self == oldSelf", "spec.run is immutable; create a new TrainingRequest instead"),
+    ]
+
+
+def run_rules() -> list[Rule]:
+    """On `spec`: a long run's segments fit its window, GKE can serve them, and its pool
+    names keep room for the segment suffix (`validation.run_errors`)."""
+    parses = f"matches({lit(DURATION_PATTERN)})"
+    run = "self.run"
+    window = "self.provisioning.maxRunDuration"
+    readable = (
+        f"has({run}) && has({run}.duration) && {run}.duration.{parses} && "
+        f"{run}.stopBefore.{parses} && (!has({window}) || {window}.{parses})"
+    )
+    window_seconds = f"(has({window}) ? {_seconds(window)} : {MAX_RUN_DURATION_SECONDS})"
+    longer = f"{_seconds(run + '.duration')} > {window_seconds}"
+    several = "has(self.accelerator.tpu) && has(self.accelerator.tpu.slices) && " + (
+        "self.accelerator.tpu.slices > 1"
+    )
+    room = (
+        f"{MAX_NODE_POOL_NAME - SEGMENT_SUFFIX_ROOM} - ({several} ? {SLICE_SUFFIX_ROOM} : 0) - "
+        f"({_HAS_FALLBACK} ? {STEP_SUFFIX_ROOM} : 0)"
+    )
+    return [
+        Rule(
+            f"!({readable}) || !({longer}) || self.provisioning.mode != "
+            f"{lit(ProvisioningMode.CALENDAR)}",
+            f"run.duration: {SEGMENTS_NOT_CALENDAR}",
+            ".run.duration",
+        ),
+        Rule(
+            f"!({readable}) || !({longer}) || !has(self.nodePool.existing) || "
+            "!self.nodePool.existing",
+            f"run.duration: {SEGMENTS_NOT_EXISTING}",
+            ".run.duration",
+        ),
+        Rule(
+            f"!({readable}) || {_seconds(run + '.stopBefore')} >= {window_seconds} || "
+            f"{_seconds(run + '.duration')} <= {MAX_SEGMENTS} * "
+            f"({window_seconds} - {_seconds(run + '.stopBefore')})",
+            f"run.duration needs more than {MAX_SEGMENTS} segments of "
+            "provisioning.maxRunDuration less run.stopBefore; raise maxRunDuration",
+            ".run.duration",
+        ),
+        Rule(
+            f"!has({run}) || !has({run}.stopBefore) || !{run}.stopBefore.{parses} || "
+            f"(has({window}) && !{window}.{parses}) || "
+            f"{_seconds(run + '.stopBefore')} < {window_seconds}",
+            "run.stopBefore must be shorter than provisioning.maxRunDuration",
+            ".run.stopBefore",
+        ),
+        Rule(
+            f"!has({run}) || !has({run}.duration) || !has(self.nodePool.name) || "
+            f"size(self.nodePool.name) <= {room}",
+            "nodePool.name is too long with run.duration (each segment's pool adds "
+            "-r<segment>): at most "
+            f"{MAX_NODE_POOL_NAME - SEGMENT_SUFFIX_ROOM} characters, less 4 with several "
+            "slices and 3 with fallback steps",
+            ".nodePool.name",
+        ),
+        Rule(
+            "has(self.run) == has(oldSelf.run)",
+            "spec.run is immutable; create a new TrainingRequest instead",
+            ".run",
+        ),
+    ]
+
+
 #: Where each group of rules is attached, by field path below the root schema.
 def _needing(rules: list[Rule], *fields: str) -> list[Rule]:
     return [replace(rule, needs=fields) for rule in rules]
@@ -606,8 +712,11 @@ def _needing(rules: list[Rule], *fields: str) -> list[Rule]:
 RULES_BY_PATH: dict[tuple[str, ...], list[Rule]] = {
     (): root_rules(),
     ("spec",): _needing(
-        spec_rules() + ladder_rules() + calendar_rules(), "accelerator", "provisioning.mode"
+        spec_rules() + ladder_rules() + calendar_rules() + run_rules(),
+        "accelerator",
+        "provisioning.mode",
     ),
+    ("spec", "run"): run_field_rules(),
     ("spec", "accelerator"): accelerator_rules(),
     ("spec", "accelerator", "tpu"): _needing(tpu_rules(), "version", "topology"),
     ("spec", "accelerator", "gpu"): _needing(gpu_rules(), "type"),

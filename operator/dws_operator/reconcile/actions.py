@@ -59,10 +59,13 @@ class CreateJob:
 
 @dataclass(frozen=True)
 class DeleteJob:
-    """Delete an attempt's workload: a batch Job, or a JobSet (`kind`) for several slices."""
+    """Delete an attempt's workload: a batch Job, or a JobSet (`kind`) for several slices.
+    `foreground`: the workload stays (deleting) until its pods are gone, so its going
+    says its pods have stopped (a long run's segment checkpointing)."""
 
     name: str
     kind: str = "Job"
+    foreground: bool = False
 
 
 @dataclass(frozen=True)

@@ -42,16 +42,19 @@ from dws_operator.reconcile.observed import Observed
 from dws_operator.reconcile.order import order_ladder, order_pending
 from dws_operator.reconcile.policy import policy_gate
 from dws_operator.reconcile.pools import ensure_pools, gke_too_old, zones_outside
+from dws_operator.reconcile.segments import settle as settle_segments
 from dws_operator.reconcile.step import StepPlan, planned
 from dws_operator.reconcile.stuck import remake_pools
 from dws_operator.reconcile.tally import account_lost_time, account_phase_time, tally
 from dws_operator.reconcile.work import ensure_workload
+from dws_operator.validation import segmented
 from dws_operator.workload import queue_for, uses_provisioning_request
 
 
 def decide(observed: Observed, config: ReconcileConfig) -> Decision:
     """The pass's decision, its status summed up in the conditions GitOps tools read."""
     decision = _decide(observed, config)
+    settle_segments(decision.status, observed.now)
     show_estimate(decision.status, observed.estimate)
     account_phase_time(observed.request.status, decision.status, observed.now)
     account_lost_time(observed.request.status, decision.status)
@@ -85,11 +88,16 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
     if order_pending(run.request):
         return order_ladder(run, observed.step_estimates)
     spec, plan = result.spec, result.plan
-    abandon(run)
+    long_run = segmented(spec)
+    # A long run's last segment's pools stay until its workload is gone: its pods have
+    # their grace period to checkpoint on them.
+    if not (long_run and run.observed.stale_jobs):
+        abandon(run)
     for stale in run.observed.stale_jobs:
         # An earlier attempt's workload (a restart or a step change interrupted midway):
-        # gone before anything else, so nothing starts on what was given up.
-        run.act(DeleteJob(stale, run.request.facts.workload_kind))
+        # gone before anything else, so nothing starts on what was given up. A long
+        # run's goes in the foreground: it is there until its pods are.
+        run.act(DeleteJob(stale, run.request.facts.workload_kind, foreground=long_run))
     if len(result.ladder) > 1:
         begin_attempt(run, result)
     run.condition(cond.VALID, "True", "Planned", f"{plan.nodes} x {plan.machine_type}")

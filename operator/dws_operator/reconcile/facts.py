@@ -20,7 +20,7 @@ from dws_operator.errors import InvalidSpec, from_validation_error
 from dws_operator.guardrails import Size, request_size
 from dws_operator.multislice import JOBSET_KIND
 from dws_operator.naming import default_node_pool_name
-from dws_operator.validation import spec_errors
+from dws_operator.validation import most_segments, spec_errors
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,8 @@ class RequestFacts:
     #: Chips and nodes of every slice by the chip math; None when the spec cannot be
     #: planned.
     size: Size | None = None
+    #: The most segments a long run (`spec.run.duration`) may take: 1 for one window.
+    segments: int = 1
 
     @property
     def ladder_steps(self) -> int:
@@ -92,7 +94,8 @@ def read_spec(name: str, uid: str, spec: Mapping[str, Any]) -> RequestFacts:
     pool = pool if isinstance(pool, dict) else {}
     named = pool.get("name")
     named = named if isinstance(named, str) and named else None
-    base = named or default_node_pool_name(name, uid, slices, len(steps) > 1)
+    long_run = _has_run_duration(spec)
+    base = named or default_node_pool_name(name, uid, slices, len(steps) > 1, long_run)
     return RequestFacts(
         spec=validated,
         invalid=invalid,
@@ -103,7 +106,15 @@ def read_spec(name: str, uid: str, spec: Mapping[str, Any]) -> RequestFacts:
         existing=bool(pool.get("existing", False)),
         booking_name=default_node_pool_name(name, uid),
         size=request_size(validated) if validated is not None else None,
+        segments=most_segments(validated) if validated is not None else 1,
     )
+
+
+def _has_run_duration(spec: Mapping[str, Any]) -> bool:
+    """The stored spec sets `run.duration`: its pool names keep room for segment
+    suffixes (read raw: a name must not change with the spec's validity)."""
+    run = spec.get("run")
+    return isinstance(run, dict) and run.get("duration") is not None
 
 
 def steps_of(spec: Mapping[str, Any]) -> int:

@@ -167,6 +167,12 @@ class Observed:
     job: JobView | None = None
     #: Kubernetes Nodes of each of the request's pools, by pool name.
     nodes_by_pool: Mapping[str, int] = field(default_factory=dict)
+    #: A long run's next segment's pools (made ahead of its rollover), in slice order;
+    #: () when the run has no next segment (`step.next_pool_names_for`).
+    next_pools: tuple[PoolView | None, ...] = ()
+    #: The earliest end of a VM of the current pools, as GKE annotates their Nodes
+    #: (`node.gke.io/machine-termination-datetime`); None when no Node says.
+    capacity_ends: datetime | None = None
     #: A Service of this TrainingRequest (owner reference with its uid) exists.
     service_exists: bool = False
     #: A Service of that name exists but belongs to something else.

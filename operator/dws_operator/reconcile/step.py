@@ -6,9 +6,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from dws_operator.api import ProvisioningSpec, TrainingRequestSpec, TrainingRequestStatus
+from dws_operator.api import (
+    TERMINAL_PHASES,
+    ProvisioningSpec,
+    TrainingRequestSpec,
+    TrainingRequestStatus,
+)
 from dws_operator.errors import InvalidSpec, SpecError
-from dws_operator.naming import slice_pool_names, step_pool_base
+from dws_operator.naming import segment_pool_base, slice_pool_names, step_pool_base
 from dws_operator.planning import SlicePlan, plan_slice
 from dws_operator.reconcile.facts import RequestFacts
 from dws_operator.reconcile.observed import RequestView
@@ -41,14 +46,23 @@ def step_index(step: int | None, steps: int) -> int:
     return min(max(step or 1, 1), steps) - 1
 
 
+def segment_of(request: RequestView) -> int:
+    """A long run's current segment, 1-based (1 for a run of one window)."""
+    return max(request.status.segment or 1, 1)
+
+
 def pool_name_for(request: RequestView) -> str:
-    """The base name of `request`'s pools on its current step: an idle pool it took
-    over (its status says so, written before the takeover began); else the step's own
-    (`step_pool_base`)."""
+    """The base name of `request`'s pools on its current step and segment: an idle pool
+    it took over (its status says so, written before the takeover began); else the
+    step's and segment's own (`step_pool_base`, `segment_pool_base`)."""
     held = request.status.node_pool
     if held is not None and held.reused and held.managed and request.facts.slices == 1:
         return held.name
-    return step_pool_base(request.facts.base_pool, step_of(request))
+    return _base(request.facts, step_of(request), segment_of(request))
+
+
+def _base(facts: RequestFacts, step: int, segment: int) -> str:
+    return segment_pool_base(step_pool_base(facts.base_pool, step), segment)
 
 
 def pool_names_for(request: RequestView) -> tuple[str, ...]:
@@ -56,28 +70,46 @@ def pool_names_for(request: RequestView) -> tuple[str, ...]:
     return slice_pool_names(pool_name_for(request), request.facts.slices)
 
 
+def next_pool_names_for(request: RequestView) -> tuple[str, ...]:
+    """Every slice's pool of a long run's next segment on the current step, made ahead
+    of the rollover; () when the run has no further segment."""
+    segment = segment_of(request)
+    if segment >= request.facts.segments:
+        return ()
+    base = _base(request.facts, step_of(request), segment + 1)
+    return slice_pool_names(base, request.facts.slices)
+
+
 def step_pool_names(facts: RequestFacts) -> tuple[str, ...]:
-    """The pools every step of the request's ladder would make for itself (a status-free
-    answer: which pools' changes concern the request)."""
+    """The pools every step (and segment) of the request would make for itself (a
+    status-free answer: which pools' changes concern the request)."""
     return tuple(
         name
         for step in range(facts.ladder_steps)
-        for name in slice_pool_names(step_pool_base(facts.base_pool, step), facts.slices)
+        for segment in range(1, facts.segments + 1)
+        for name in slice_pool_names(_base(facts, step, segment), facts.slices)
     )
 
 
 def abandoned_pool_names(request: RequestView) -> tuple[str, ...]:
-    """Pools of the ladder steps the request has left: each step's own, and a pool a step
-    took over (its attempt names it). None of them may keep nodes or start work."""
-    current = step_of(request)
-    if current == 0:
+    """Pools the request has left: each ladder step's own (its segments' too), a pool a
+    step took over (its attempt names it), a long run's earlier segments', and, once the
+    request has ended, the next segment's made ahead. None of them may keep nodes or
+    start work."""
+    current, segment = step_of(request), segment_of(request)
+    ended = request.deleting or request.status.phase in TERMINAL_PHASES
+    if current == 0 and segment == 1 and not (ended and next_pool_names_for(request)):
         return ()
-    base, slices = request.facts.base_pool, request.facts.slices
+    facts, slices = request.facts, request.facts.slices
+    # An earlier step's segments up to the next one's (made ahead, then the step left).
     names = [
         name
-        for step in range(current)
-        for name in slice_pool_names(step_pool_base(base, step), slices)
+        for step in range(current + 1)
+        for past in range(1, segment + 2 if step < current else segment)
+        for name in slice_pool_names(_base(facts, step, past), slices)
     ]
+    if ended:
+        names += next_pool_names_for(request)
     names += [
         a.node_pool
         for a in request.status.attempts or ()
@@ -89,9 +121,14 @@ def abandoned_pool_names(request: RequestView) -> tuple[str, ...]:
 
 def attempt_number(status: TrainingRequestStatus) -> int:
     """The workload attempt: one more for each restart, each recovery from a stuck
-    request and each ladder step moved on to (all only grow), so every attempt's Job has
-    a name of its own."""
-    return status.restarts + status.recoveries + max((status.step or 1) - 1, 0)
+    request, each ladder step moved on to and each segment rolled over to (all only
+    grow), so every attempt's Job has a name of its own."""
+    return (
+        status.restarts
+        + status.recoveries
+        + max((status.step or 1) - 1, 0)
+        + max((status.segment or 1) - 1, 0)
+    )
 
 
 def planned(request: RequestView) -> Planned:

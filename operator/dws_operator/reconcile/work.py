@@ -3,7 +3,9 @@ succeeds, fails or loses its nodes (a restart, or the ladder's next step). Pure.
 
 from __future__ import annotations
 
-from dws_operator.api import AttemptOutcome, ObjectReference, Phase
+from collections.abc import Callable
+
+from dws_operator.api import TERMINAL_PHASES, AttemptOutcome, ObjectReference, Phase
 from dws_operator.multislice import render_jobset
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import CreateJob, CreateService, DeleteJob
@@ -19,14 +21,25 @@ from dws_operator.reconcile.decision import (
     until_timeout,
 )
 from dws_operator.reconcile.ladder import next_step, wait_ran_out
+from dws_operator.reconcile.segments import (
+    follow_segment,
+    interrupted,
+    note_segment,
+    past_stop,
+    roll_over,
+    segment_end_hint,
+    waiting_for_the_last_segment,
+)
 from dws_operator.reconcile.step import StepPlan, attempt_number
 from dws_operator.reconcile.stuck import (
     recover_if_deactivated,
     recover_if_pool_stuck,
     recover_if_stuck,
 )
+from dws_operator.validation import segmented
 from dws_operator.workload import (
     RequestRef,
+    SegmentEnv,
     job_name,
     needs_service,
     queue_for,
@@ -57,31 +70,12 @@ def ensure_workload(run: Draft, step: StepPlan, config: ReconcileConfig) -> Deci
 
     kind = run.request.facts.workload_kind
     job = observed.job
-    attempt = attempt_number(run.status)
     total = plan.total_nodes
+    long_run = segmented(spec)
+    if long_run and run.status.phase not in TERMINAL_PHASES:
+        note_segment(run, step)
     if job is None:
-        queue = queue_for(spec, config.default_queue, config.queued_queue) if config.kueue else None
-        known = observed.local_queues
-        if queue is not None and known is not None and queue not in known:
-            # Kueue would keep the workload suspended without a word: say it here, and
-            # go on when the queue is made (its creation wakes the request).
-            message = (
-                f"Kueue LocalQueue {request.namespace}/{queue} does not exist: create it, "
-                "or set spec.queueName to one that does"
-            )
-            run.condition(cond.WORKLOAD_CREATED, "False", "LocalQueueNotFound", message)
-            return run.phase(Phase.WAITING_FOR_CAPACITY, message, until_timeout(run, plan))
-        ensure_service()
-        render = render_jobset if plan.multi_slice else render_job
-        run.act(CreateJob(render(ref, spec, plan, attempt=attempt, queue=queue)))
-        run.status.job = ObjectReference(name=job_name(request.name, attempt))
-        run.condition(cond.WORKLOAD_CREATED, "True", "JobCreated", f"{kind} {run.status.job.name}")
-        run.condition(cond.CAPACITY_PROVISIONED, "False", "Waiting", "waiting for nodes")
-        return run.phase(
-            Phase.WAITING_FOR_CAPACITY,
-            f"Waiting for capacity: 0/{total} nodes",
-            until_timeout(run, plan),
-        )
+        return _create_workload(run, step, config, ensure_service)
     if not job.ours:
         return run.fail("JobNameTaken", f"{kind} {job.name} exists and belongs to something else")
     run.status.job = ObjectReference(name=job.name)
@@ -92,6 +86,8 @@ def ensure_workload(run: Draft, step: StepPlan, config: ReconcileConfig) -> Deci
         run.phase(Phase.SUCCEEDED, f"{kind} {job.name} succeeded")
         return clean_up(run, step.spec)
     if job.failed and job.disrupted:
+        if long_run and past_stop(run, step):
+            return roll_over(run, step)
         return restart(run, step, job.name)
     if job.failed:
         run.fail(
@@ -105,6 +101,12 @@ def ensure_workload(run: Draft, step: StepPlan, config: ReconcileConfig) -> Deci
         run.status.started_at = run.status.started_at or run.now
         run.status.provisioned_at = run.status.provisioned_at or run.now
         run.condition(cond.CAPACITY_PROVISIONED, "True", "NodesReady", f"{total} nodes")
+        if long_run:
+            rolled = follow_segment(run, step)
+            if rolled is not None:
+                return rolled
+            where = f"segment {run.status.segment} on {shape(plan)}"
+            return run.phase(Phase.RUNNING, f"Running {where}", config.running_poll_seconds)
         return run.phase(Phase.RUNNING, f"Running on {shape(plan)}", config.running_poll_seconds)
     if timed_out(run, plan):
         return wait_ran_out(run, step)
@@ -119,6 +121,47 @@ def ensure_workload(run: Draft, step: StepPlan, config: ReconcileConfig) -> Deci
     message = f"Waiting for capacity: {job.ready}/{total} nodes ready"
     run.condition(cond.CAPACITY_PROVISIONED, "False", "Waiting", message)
     return run.phase(Phase.WAITING_FOR_CAPACITY, message, until_timeout(run, plan))
+
+
+def _create_workload(
+    run: Draft, step: StepPlan, config: ReconcileConfig, ensure_service: Callable[[], None]
+) -> Decision:
+    """The attempt's workload made (once its LocalQueue exists, and a long run's last
+    segment's workload is gone)."""
+    spec, plan, request = step.spec, step.plan, run.request
+    stopping = waiting_for_the_last_segment(run)
+    if stopping is not None:
+        return stopping
+    queue = queue_for(spec, config.default_queue, config.queued_queue) if config.kueue else None
+    known = run.observed.local_queues
+    if queue is not None and known is not None and queue not in known:
+        # Kueue would keep the workload suspended without a word: say it here, and
+        # go on when the queue is made (its creation wakes the request).
+        message = (
+            f"Kueue LocalQueue {request.namespace}/{queue} does not exist: create it, "
+            "or set spec.queueName to one that does"
+        )
+        run.condition(cond.WORKLOAD_CREATED, "False", "LocalQueueNotFound", message)
+        return run.phase(Phase.WAITING_FOR_CAPACITY, message, until_timeout(run, plan))
+    ensure_service()
+    render = render_jobset if plan.multi_slice else render_job
+    segment = (
+        SegmentEnv(run.status.segment or 1, segment_end_hint(spec, plan, run.status, run.now))
+        if segmented(spec)
+        else None
+    )
+    attempt = attempt_number(run.status)
+    ref = RequestRef(request.name, request.namespace, request.uid)
+    run.act(CreateJob(render(ref, spec, plan, attempt=attempt, queue=queue, segment=segment)))
+    run.status.job = ObjectReference(name=job_name(request.name, attempt))
+    kind = request.facts.workload_kind
+    run.condition(cond.WORKLOAD_CREATED, "True", "JobCreated", f"{kind} {run.status.job.name}")
+    run.condition(cond.CAPACITY_PROVISIONED, "False", "Waiting", "waiting for nodes")
+    return run.phase(
+        Phase.WAITING_FOR_CAPACITY,
+        f"Waiting for capacity: 0/{plan.total_nodes} nodes",
+        until_timeout(run, plan),
+    )
 
 
 def restart(run: Draft, step: StepPlan, failed_job: str) -> Decision:
@@ -144,6 +187,8 @@ def restart(run: Draft, step: StepPlan, failed_job: str) -> Decision:
         run.fail("PreemptedTooOften", message)
         return clean_up(run, step.spec)
     status.restarts += 1
+    if segmented(step.spec):
+        interrupted(run)
     if current is not None:
         current.restarts += 1
         # The step asks for capacity again: its attempt is open until it gets it.
