@@ -122,6 +122,26 @@ PANELS: tuple[Panel, ...] = (
         kind="stat",
     ),
     Panel(
+        "Long runs: rollovers, the gap between segments, capacity asked ahead",
+        "Planned rollovers of runs longer than one window, the p90 time from a segment's "
+        "stop to the next one running, and the p50 of how long before a window's end the "
+        "next segment's capacity was asked for.",
+        (
+            Query("sum(increase(dws_rollovers_total[$__range]))", "rollovers"),
+            Query(
+                "histogram_quantile(0.9, sum by (le) "
+                "(rate(dws_rollover_gap_seconds_bucket[$__range])))",
+                "gap p90 (s)",
+            ),
+            Query(
+                "histogram_quantile(0.5, sum by (le) "
+                "(rate(dws_capacity_requested_ahead_seconds_bucket[$__range])))",
+                "asked ahead p50 (s)",
+            ),
+        ),
+        kind="stat",
+    ),
+    Panel(
         "GKE calls by method and code",
         "Calls to GKE's API per second (every attempt), by method and gRPC code.",
         (

@@ -191,6 +191,28 @@ class OperatorMetrics:
             ["accelerator", "mode"],
             registry=r,
         )
+        self.rollovers = Counter(
+            "dws_rollovers",
+            "Long runs' planned rollovers: a segment stopped before its capacity ended, "
+            "for the next on new capacity.",
+            ["accelerator", "mode"],
+            registry=r,
+        )
+        self.rollover_gap = Histogram(
+            "dws_rollover_gap_seconds",
+            "A long run's segment stopped (or lost) to the next segment's workload running.",
+            ["accelerator", "mode"],
+            buckets=CAPACITY_BUCKETS,
+            registry=r,
+        )
+        self.requested_ahead = Histogram(
+            "dws_capacity_requested_ahead_seconds",
+            "How long before a long run's segment's capacity ended the next segment's "
+            "capacity was asked for (its node pools made).",
+            ["accelerator", "mode"],
+            buckets=CAPACITY_BUCKETS,
+            registry=r,
+        )
         self.capacity_timeouts = Counter(
             "dws_capacity_timeouts",
             "Requests that failed CapacityTimeout (every ladder step ran out of time).",
@@ -301,6 +323,12 @@ class OperatorMetrics:
             self.chip_hours.labels(*kind).inc(counted.chip_seconds / 3600.0)
         if counted.capacity_timeout:
             self.capacity_timeouts.labels(*kind).inc()
+        if counted.rollovers:
+            self.rollovers.labels(*kind).inc(counted.rollovers)
+        if counted.rollover_gap is not None:
+            self.rollover_gap.labels(*kind).observe(counted.rollover_gap)
+        if counted.requested_ahead is not None:
+            self.requested_ahead.labels(*kind).observe(counted.requested_ahead)
         if counted.emptied_seconds is not None:
             self.scale_down.labels(*kind).observe(counted.emptied_seconds)
             self.avoided.labels(*kind).inc(counted.spared_node_seconds)

@@ -61,6 +61,14 @@ class Tally:
     #: A wait that got its capacity now over the p50 the request was shown while it
     #: waited (`status.estimate`): how good the estimates are (1 is spot on).
     estimate_ratio: float | None = None
+    #: A long run's rollovers decided now (a segment stopped for the next).
+    rollovers: int = 0
+    #: Seconds from the last segment's stop to this one's workload running, when it
+    #: started now.
+    rollover_gap: float | None = None
+    #: Seconds before the last segment's capacity ended that the next one's was asked
+    #: for (its pools made ahead), when a rollover was decided now.
+    requested_ahead: float | None = None
 
 
 def tally(
@@ -84,7 +92,7 @@ def tally(
             BookingState.DELIVERED,
             BookingState.ENDED,
         )
-        again = after.restarts or on_block
+        again = after.restarts or on_block or (after.segment or 1) > 1
         since = after.requested_at if again else None
         waited = _seconds(after.started_at, since or created or after.requested_at)
     held_until = None
@@ -131,6 +139,7 @@ def tally(
     if booking is not None and before.finished_at is None and after.finished_at is not None:
         utilisation = _utilisation(after, nodes)
     waits = _waits(before, after, now, first_step)
+    rollovers, gap, ahead = _segments(before, after)
     return Tally(
         transition=(str(before.phase), str(after.phase)) if before.phase != after.phase else None,
         waited_seconds=waited,
@@ -145,7 +154,27 @@ def tally(
         block_utilisation=utilisation,
         waits=waits,
         estimate_ratio=_estimate_ratio(after, waits),
+        rollovers=rollovers,
+        rollover_gap=gap,
+        requested_ahead=ahead,
     )
+
+
+def _segments(
+    before: TrainingRequestStatus, after: TrainingRequestStatus
+) -> tuple[int, float | None, float | None]:
+    """A long run's rollovers decided now, the gap between segments that closed now, and
+    how far ahead of the last window's end the next segment's capacity was asked for."""
+    rollovers = max((after.segment or 1) - (before.segment or 1), 0)
+    grown = (after.rollover_seconds or 0.0) - (before.rollover_seconds or 0.0)
+    gap = grown if after.rollover_seconds is not None and grown > 0 else None
+    if gap is None and before.rollover_seconds != after.rollover_seconds:
+        gap = 0.0
+    ahead = None
+    records = after.segments or []
+    if rollovers and len(records) >= 2 and records[-2].ends_at is not None:
+        ahead = max((records[-2].ends_at - records[-1].requested_at).total_seconds(), 0.0)
+    return rollovers, gap, ahead
 
 
 def _estimate_ratio(
