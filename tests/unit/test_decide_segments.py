@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dws_operator.api import Phase, SegmentOutcome, TrainingRequestStatus
+from dws_operator.holder import PAUSE_IMAGE, holder_name
 from dws_operator.reconcile import (
     CreateJob,
     CreateNodePool,
@@ -19,6 +20,7 @@ from dws_operator.reconcile import (
     Observed,
     OperationView,
     PoolView,
+    ReconcileConfig,
     abandoned_pool_names,
     pool_name_for,
 )
@@ -28,6 +30,7 @@ from dws_operator.workload import SEGMENT_END_ENV, SEGMENT_ENV, job_name
 from tests.builders import gpu, spec_body
 from tests.unit.decisions import (
     CONFIG,
+    KUEUE,
     NAME,
     T0,
     event_reasons,
@@ -65,10 +68,12 @@ AHEAD = STOP - timedelta(minutes=30)
 PATIENT = dataclasses.replace(CONFIG, running_poll_seconds=24 * 3600.0)
 
 
-def running(body: dict[str, Any] = LONG, **fields: Any) -> TrainingRequestStatus:
+def running(
+    body: dict[str, Any] = LONG, config: ReconcileConfig = CONFIG, **fields: Any
+) -> TrainingRequestStatus:
     """Segment 1 running since STARTED, as the pass that saw it start left it."""
     status = status_at(Phase.RUNNING, body, started=STARTED, job=job_name(NAME, 0), **fields)
-    first = run(world(body, status, now=STARTED))
+    first = run(world(body, status, now=STARTED), config)
     assert first.status.segments is not None
     return first.status
 
@@ -291,3 +296,67 @@ def test_operations_on_the_next_pool_are_not_asked_twice() -> None:
     obs = world(LONG, status, now=AHEAD + timedelta(minutes=1))
     busy = dataclasses.replace(obs, operations={SECOND: OperationView(kind="Create", running=True)})
     assert only(run(busy).actions, CreateNodePool) == []
+
+
+# -- the capacity holder ---------------------------------------------------------------
+
+
+def test_once_the_next_pools_are_ready_a_holder_asks_for_their_capacity() -> None:
+    status = running()
+    decision = run(world(LONG, status, now=AHEAD + timedelta(minutes=5), next_pool=True))
+    [create] = only(decision.actions, CreateJob)
+    job = create.manifest
+    assert job["metadata"]["name"] == holder_name(NAME, 2)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"]["cloud.google.com/gke-nodepool"] == SECOND
+    assert [c["image"] for c in pod["containers"]] == [PAUSE_IMAGE]
+    assert pod["containers"][0]["resources"]["requests"] == {"nvidia.com/gpu": "8"}
+    assert pod["terminationGracePeriodSeconds"] == 0
+    assert job["spec"]["completions"] == 2
+    assert "kueue.x-k8s.io/queue-name" not in job["metadata"]["labels"]
+    # There already: not made again, and kept while segment 1 runs.
+    held = dataclasses.replace(
+        world(LONG, status, now=AHEAD + timedelta(minutes=6), next_pool=True),
+        holders=(holder_name(NAME, 2),),
+    )
+    assert only(run(held).actions, CreateJob) == []
+    assert only(run(held).actions, DeleteJob) == []
+
+
+def test_the_next_segments_workload_takes_the_nodes_its_holder_held() -> None:
+    status = rolled().status
+    obs = world(LONG, status, now=STOP + timedelta(minutes=2), old_pool=True)
+    decision = run(dataclasses.replace(obs, job=None, holders=(holder_name(NAME, 2),)))
+    [create] = only(decision.actions, CreateJob)
+    assert create.manifest["metadata"]["name"] == job_name(NAME, 1)
+    deleted = [d.name for d in only(decision.actions, DeleteJob)]
+    assert deleted == [holder_name(NAME, 2)]
+    # Once the workload is there, a holder left of its segment goes.
+    later = world(LONG, decision.status, now=STOP + timedelta(minutes=3))
+    again = run(dataclasses.replace(later, holders=(holder_name(NAME, 2),)))
+    assert [d.name for d in only(again.actions, DeleteJob)] == [holder_name(NAME, 2)]
+
+
+def test_queued_provisioning_has_no_holder() -> None:
+    queued = spec_body(
+        gpu("nvidia-h100-80gb", nodes=2),
+        mode="QueuedProvisioning",
+        provisioning={"maxRunDuration": "2h"},
+        run={"duration": "5h"},
+        queueName="dws",
+    )
+    status = running(queued, KUEUE)
+    ahead = world(queued, status, now=AHEAD + timedelta(minutes=5), next_pool=True)
+    decision = run(ahead, KUEUE)
+    assert decision.status.phase == Phase.RUNNING
+    assert only(decision.actions, CreateJob) == []
+
+
+def test_an_ended_run_deletes_its_holders() -> None:
+    status = running()
+    obs = world(LONG, status, now=AHEAD + timedelta(minutes=5), next_pool=True, complete=True)
+    done = run(dataclasses.replace(obs, holders=(holder_name(NAME, 2),)))
+    assert done.status.phase == Phase.SUCCEEDED
+    after = world(LONG, done.status, now=AHEAD + timedelta(minutes=6), complete=True)
+    tidy = run(dataclasses.replace(after, holders=(holder_name(NAME, 2),)))
+    assert holder_name(NAME, 2) in [d.name for d in only(tidy.actions, DeleteJob)]

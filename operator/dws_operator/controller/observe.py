@@ -25,6 +25,7 @@ from dws_operator.controller.reuse import PoolShelf
 from dws_operator.errors import InvalidSpec
 from dws_operator.gke import NodePoolClient, owned_by
 from dws_operator.gke.ceiling import ceiling, holds_slice
+from dws_operator.holder import holder_segment
 from dws_operator.multislice import JOBSET_KIND, JOBSET_PLURAL
 from dws_operator.reconcile import (
     DRAIN_SECONDS,
@@ -302,7 +303,10 @@ async def observe(request: RequestView, created: str, sources: Sources) -> Obser
         nodes_by_pool=cache.nodes_of(pool_names),
         next_pools=next_views,
         capacity_ends=cache.capacity_end(pool_names) if request.facts.segments > 1 else None,
-        stale_jobs=tuple(name for name in ours if name != current),
+        stale_jobs=tuple(
+            name for name in ours if name != current and holder_segment(request.name, name) is None
+        ),
+        holders=tuple(name for name in ours if holder_segment(request.name, name) is not None),
         service_exists=owners is not None and request.uid in owners,
         service_taken=owners is not None and request.uid not in owners,
         nodes_used_by_others=(

@@ -205,6 +205,8 @@ def release(run: Draft) -> Decision:
         run.act(DeleteJob(observed.job.name, kind))
     for stale in observed.stale_jobs:
         run.act(DeleteJob(stale, kind))
+    for holder in observed.holders:
+        run.act(DeleteJob(holder))
     if observed.service_exists:
         run.act(DeleteService(service_name(request.name)))
     managed = not request.facts.existing

@@ -43,6 +43,7 @@ from dws_operator.reconcile.order import order_ladder, order_pending
 from dws_operator.reconcile.policy import policy_gate
 from dws_operator.reconcile.pools import ensure_pools, gke_too_old, zones_outside
 from dws_operator.reconcile.segments import settle as settle_segments
+from dws_operator.reconcile.segments import tidy_holders
 from dws_operator.reconcile.step import StepPlan, planned
 from dws_operator.reconcile.stuck import remake_pools
 from dws_operator.reconcile.tally import account_lost_time, account_phase_time, tally
@@ -88,16 +89,7 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
     if order_pending(run.request):
         return order_ladder(run, observed.step_estimates)
     spec, plan = result.spec, result.plan
-    long_run = segmented(spec)
-    # A long run's last segment's pools stay until its workload is gone: its pods have
-    # their grace period to checkpoint on them.
-    if not (long_run and run.observed.stale_jobs):
-        abandon(run)
-    for stale in run.observed.stale_jobs:
-        # An earlier attempt's workload (a restart or a step change interrupted midway):
-        # gone before anything else, so nothing starts on what was given up. A long
-        # run's goes in the foreground: it is there until its pods are.
-        run.act(DeleteJob(stale, run.request.facts.workload_kind, foreground=long_run))
+    _tidy(run, segmented(spec))
     if len(result.ladder) > 1:
         begin_attempt(run, result)
     run.condition(cond.VALID, "True", "Planned", f"{plan.nodes} x {plan.machine_type}")
@@ -181,6 +173,22 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
     if waiting is not None:
         return waiting
     return ensure_workload(run, result, config)
+
+
+def _tidy(run: Draft, long_run: bool) -> None:
+    """What the request left behind goes: the pools of steps (and segments) left, the
+    workloads of earlier attempts, capacity holders no longer wanted."""
+    # A long run's last segment's pools stay until its workload is gone: its pods have
+    # their grace period to checkpoint on them.
+    if not (long_run and run.observed.stale_jobs):
+        abandon(run)
+    for stale in run.observed.stale_jobs:
+        # An earlier attempt's workload (a restart or a step change interrupted midway):
+        # gone before anything else, so nothing starts on what was given up. A long
+        # run's goes in the foreground: it is there until its pods are.
+        run.act(DeleteJob(stale, run.request.facts.workload_kind, foreground=long_run))
+    if run.observed.holders:
+        tidy_holders(run)
 
 
 def spec_steps(run: Draft) -> list[ProvisioningSpec]:

@@ -179,6 +179,8 @@ class Observed:
     service_taken: bool = False
     #: Jobs of this request from other attempts (left by a restart interrupted midway).
     stale_jobs: tuple[str, ...] = ()
+    #: A long run's capacity holders there (`dws_operator.holder`), by name.
+    holders: tuple[str, ...] = ()
     #: Nodes of an existing pool that other running TrainingRequests hold: a request may
     #: use at most the pool's maximum minus these.
     nodes_used_by_others: int = 0

@@ -34,9 +34,10 @@ from dws_operator.api import (
     TrainingRequestStatus,
 )
 from dws_operator.durations import parse_duration
+from dws_operator.holder import holder_name, render_holder
 from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import conditions as cond
-from dws_operator.reconcile.actions import CreateNodePool, DeleteJob
+from dws_operator.reconcile.actions import CreateJob, CreateNodePool, DeleteJob
 from dws_operator.reconcile.decision import (
     NEXT_STEP_SECONDS,
     PAST_DEADLINE_SECONDS,
@@ -45,8 +46,15 @@ from dws_operator.reconcile.decision import (
     Event,
     pool_list,
 )
-from dws_operator.reconcile.step import StepPlan, attempt_number, next_pool_names_for
+from dws_operator.reconcile.observed import PoolState
+from dws_operator.reconcile.step import (
+    StepPlan,
+    attempt_number,
+    next_pool_names_for,
+    next_segment_plan,
+)
 from dws_operator.validation import FLEX_START_MODES, segmented
+from dws_operator.workload import RequestRef, uses_provisioning_request
 
 #: The workload is told to stop this much earlier than `stopBefore` asks, so its pods
 #: get all of their grace period whatever the pass that stops it takes.
@@ -264,13 +272,44 @@ def _asked_at(run: Draft, record: Segment, names: tuple[str, ...]) -> datetime:
 
 
 def _make_next_pools(run: Draft, step: StepPlan) -> None:
-    """The next segment's pools, made ahead (once: not while one is being made)."""
+    """The next segment's pools, made ahead (once: not while one is being made), then
+    its capacity holder once they are ready (capacity that comes for pending pods)."""
     names = next_pool_names_for(run.request)
     observed = run.observed
-    plan = step.plan
+    plan = next_segment_plan(run.request)
+    if plan is None:
+        return
     for name, pool in zip(names, observed.next_pools, strict=False):
         if pool is None and name not in observed.operations:
             run.act(CreateNodePool(name=name, plan=plan))
+    ready = bool(observed.next_pools) and all(
+        p is not None and p.state == PoolState.RUNNING and p.ours for p in observed.next_pools
+    )
+    segment = (run.status.segment or 1) + 1
+    name = holder_name(run.request.name, segment)
+    if ready and holds_capacity(step) and name not in observed.holders:
+        ref = RequestRef(run.request.name, run.request.namespace, run.request.uid)
+        run.act(CreateJob(render_holder(ref, step.spec, plan, segment)))
+
+
+def holds_capacity(step: StepPlan) -> bool:
+    """Capacity that GKE's autoscaler adds for pending pods (not through a
+    ProvisioningRequest), on one slice's pool: a holder can ask for it ahead."""
+    return step.plan.slices == 1 and not uses_provisioning_request(step.spec.provisioning)
+
+
+def tidy_holders(run: Draft) -> None:
+    """Holders no longer wanted go: all once the request has ended; else every one but
+    the next segment's and (until its workload is made) the current one's."""
+    status = run.status
+    segment = status.segment or 1
+    ended = status.phase in TERMINAL_PHASES
+    keep = set() if ended else {holder_name(run.request.name, segment + 1)}
+    if not ended and run.observed.job is None:
+        keep.add(holder_name(run.request.name, segment))
+    for holder in run.observed.holders:
+        if holder not in keep:
+            run.act(DeleteJob(holder))
 
 
 def waiting_for_the_last_segment(run: Draft) -> Decision | None:

@@ -4,6 +4,7 @@ and status."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 from dws_operator.api import (
@@ -78,6 +79,16 @@ def next_pool_names_for(request: RequestView) -> tuple[str, ...]:
         return ()
     base = _base(request.facts, step_of(request), segment + 1)
     return slice_pool_names(base, request.facts.slices)
+
+
+def next_segment_plan(request: RequestView) -> SlicePlan | None:
+    """The slice plan of a long run's next segment on the current step (its pools); None
+    when there is no next segment or no plan."""
+    if not next_pool_names_for(request):
+        return None
+    status = request.status.model_copy(update={"segment": segment_of(request) + 1})
+    made = planned(dataclasses.replace(request, status=status))
+    return made.plan if isinstance(made, StepPlan) else None
 
 
 def step_pool_names(facts: RequestFacts) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dws_operator.api import TERMINAL_PHASES, AttemptOutcome, ObjectReference, Phase
+from dws_operator.holder import holder_name
 from dws_operator.multislice import render_jobset
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import CreateJob, CreateService, DeleteJob
@@ -152,6 +153,10 @@ def _create_workload(
     )
     attempt = attempt_number(run.status)
     ref = RequestRef(request.name, request.namespace, request.uid)
+    held = holder_name(request.name, run.status.segment or 1)
+    if segment is not None and held in run.observed.holders:
+        # Its pods go at once (no grace period): the workload's take the nodes they held.
+        run.act(DeleteJob(held))
     run.act(CreateJob(render(ref, spec, plan, attempt=attempt, queue=queue, segment=segment)))
     run.status.job = ObjectReference(name=job_name(request.name, attempt))
     kind = request.facts.workload_kind
