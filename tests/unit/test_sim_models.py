@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -10,7 +11,10 @@ from google.cloud import container_v1
 
 from dws_operator.gke.ceiling import max_nodes
 from dws_workshop.devcluster.stages import kwok_config
+from dws_workshop.emulator import DEFAULT_CLUSTER
+from dws_workshop.emulator.clock import SimClock
 from dws_workshop.simulator.autoscaler_view import ScalingPool, schedulable_pending, slice_of
+from dws_workshop.simulator.fleet import Fleet
 from dws_workshop.simulator.nodes import (
     ZONE_LABEL_KEY,
     PoolShape,
@@ -244,3 +248,18 @@ def test_scale_down_waits_while_a_turned_down_pod_fits_a_node_already_there() ->
     # waits for a new node, and scale-down goes on. Nothing pending holds nothing back.
     assert not schedulable_pending(pools, {"p": [pod]}, {"a": [running], "b": [running]})
     assert not schedulable_pending(pools, {}, {})
+
+
+def test_a_flex_start_vm_ends_on_the_clock_its_readers_decide_on() -> None:
+    epoch = datetime(2026, 11, 28, tzinfo=UTC)
+    clock = SimClock(60.0, real=lambda: 0.0, epoch=epoch)
+    clock.jump(86400.0)
+    shared = Fleet(cast(Any, None), cast(Any, None), DEFAULT_CLUSTER, clock, calendar=True)
+    # Given the operator's clock: its calendar at the node's creation plus the max run.
+    assert shared.terminates_at(clock.now(), 7200.0) == epoch + timedelta(days=1, hours=2)
+    # Its own clock: when the sped-up run ends on the wall clock (2 h at 60x: 2 minutes).
+    own = Fleet(cast(Any, None), cast(Any, None), DEFAULT_CLUSTER, clock)
+    ends = own.terminates_at(clock.now(), 7200.0)
+    assert ends is not None
+    assert abs((ends - datetime.now(UTC)).total_seconds() - 120.0) < 5.0
+    assert shared.terminates_at(clock.now(), None) is None

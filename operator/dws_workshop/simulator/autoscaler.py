@@ -35,6 +35,13 @@ by kwok) with the pool as the emulator holds it:
   200) scales up later, by `many_pools_scale_up_delay_seconds`, both ways.
 - Queued pools scale up only through ProvisioningRequests (see `queued`; a TPU pool
   only by whole slices, see `whole_slices`): their pending pods never scale them.
+- Pods with `dws-operator.dev/sim-work` run a simulated checkpointing workload
+  (`workload`; its progress in `workloads`).
+
+Time is simulated seconds on `clock`: the autoscaler's own (`scenario.clock_factor`,
+from `start`) or the one given (the emulator's `sim_clock`, which the operator decides
+on: the scenario's factor is then unused), whose calendar the flex-start nodes'
+termination annotations are then written in, so the operator and the nodes agree.
 
 What it reads is judged in `observed` (pure); what it writes goes through `fleet`.
 
@@ -74,6 +81,7 @@ from dws_workshop.simulator.fleet import Fleet
 from dws_workshop.simulator.nodes import ZONE_LABEL_KEY, pool_shape
 from dws_workshop.simulator.queued import QueuedCapacity
 from dws_workshop.simulator.scenario import Preemption, SimScenario
+from dws_workshop.simulator.workload import Workloads
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +100,7 @@ class Autoscaler:
         cluster: str = DEFAULT_CLUSTER,
         interval: float = 0.2,
         cleanup: bool = True,
+        clock: SimClock | None = None,
     ) -> None:
         self.emulator = emulator
         self.kubeconfig = Path(kubeconfig)
@@ -99,7 +108,11 @@ class Autoscaler:
         self.cluster = cluster
         self.interval = interval
         self.cleanup = cleanup
-        self.clock = SimClock(self.scenario.clock_factor)
+        #: Whether `clock` is the caller's (shared with the operator) or this one's own.
+        self._shared_clock = clock is not None
+        self.clock = clock or SimClock(self.scenario.clock_factor)
+        #: The simulated training runs of `sim-work` pods (thread-safe to read).
+        self.workloads = Workloads()
         self.errors: list[str] = []
         self._fleet: Fleet | None = None
         self._queued: QueuedCapacity | None = None
@@ -145,8 +158,17 @@ class Autoscaler:
         if self._thread is not None:
             raise RuntimeError("an Autoscaler runs only once")
         api = k8s_config.new_client_from_config(config_file=str(self.kubeconfig))  # type: ignore[no-untyped-call]
-        self.clock = SimClock(self.scenario.clock_factor)
-        self._fleet = Fleet(api, self.emulator, self.cluster, self.clock)
+        if not self._shared_clock:
+            # Its own clock starts with it, so the scenario's times count from the start.
+            self.clock = SimClock(self.scenario.clock_factor)
+        self._fleet = Fleet(
+            api,
+            self.emulator,
+            self.cluster,
+            self.clock,
+            calendar=self._shared_clock,
+            on_disrupted=lambda pod: self.workloads.disrupted(pod, self.clock.now()),
+        )
         self._queued = QueuedCapacity(self._fleet, self.scenario)
         self._thread = threading.Thread(target=self._run, name="gke-autoscaler", daemon=True)
         self._thread.start()
@@ -214,6 +236,8 @@ class Autoscaler:
         existing = {name_of(n) for p in pools.values() for n in p.nodes}
         self._idle_since = {n: t for n, t in self._idle_since.items() if n in existing}
         pods = fleet.pods()
+        # Before the disruptions below: the runs they end have been moved on to `now`.
+        fleet.finish_pods(self.workloads.observe(now, pods))
         busy = busy_nodes(pods)
         self._preempt_due(now, pools, busy)
         self._expire_flex_start(now, pools, busy)

@@ -2,7 +2,15 @@
 
 Nodes are named `gke-<cluster>-<pool>-<n>` and rendered by `nodes` (kwok manages them).
 Besides creating and deleting them, the fleet marks the pods of a node that goes away as
-disrupted, and reads and writes the ProvisioningRequests that queued pools answer.
+disrupted (telling `on_disrupted` of each), marks the pods of a finished simulated
+workload Succeeded (`workload`), and reads and writes the ProvisioningRequests that
+queued pools answer.
+
+A flex-start node's `node.gke.io/machine-termination-datetime` is written on the clock
+the readers of it decide on: with `calendar=True` (the autoscaler was given the clock the
+operator runs on), that clock's calendar (`SimClock.utc`) at the node's creation plus
+the max run duration, the very moment the simulator ends the VM; otherwise real time
+(the operator runs on the wall clock), when the sped-up simulated duration ends.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_workshop.devcluster.kubeerrors import Conflict, NotFound, typed_errors
 from dws_workshop.emulator.clock import SimClock
 from dws_workshop.emulator.server import ClusterManagerEmulator
-from dws_workshop.simulator import provreq
+from dws_workshop.simulator import provreq, workload
 from dws_workshop.simulator.autoscaler_view import (
     Obj,
     ScalingPool,
@@ -46,10 +54,15 @@ class Fleet:
         emulator: ClusterManagerEmulator,
         cluster: str,
         clock: SimClock,
+        *,
+        calendar: bool = False,
+        on_disrupted: Callable[[Obj], None] | None = None,
     ) -> None:
         self.api = api
         self.emulator = emulator
         self.clock = clock
+        self.calendar = calendar
+        self.on_disrupted = on_disrupted
         self.project = cluster.split("/")[1]
         self.short_name = cluster.rsplit("/", 1)[-1]
         self._prefix = f"gke-{self.short_name}-"
@@ -96,10 +109,7 @@ class Fleet:
         index = self._next_index.get(pool.path)
         if index is None:
             index = max((node_index(name_of(n)) for n in pool.nodes), default=0) + 1
-        terminates: datetime | None = None
-        if pool.shape.max_run_duration_seconds:
-            real = self.clock.real_seconds(pool.shape.max_run_duration_seconds)
-            terminates = datetime.now(UTC) + timedelta(seconds=real)
+        terminates = self.terminates_at(now, pool.shape.max_run_duration_seconds)
         while True:
             name = node_name(self.short_name, pool.name, index)
             index += 1
@@ -116,6 +126,15 @@ class Fleet:
         pool.nodes.append(node)
         log.info("created node %s for pool %s in %s", name, pool.name, zone)
         return node
+
+    def terminates_at(self, now: float, limit: float | None) -> datetime | None:
+        """When a VM made at simulated second `now` with a max run of `limit` simulated
+        seconds ends, on the readers' clock (see the module docstring)."""
+        if not limit:
+            return None
+        if self.calendar:
+            return self.clock.epoch + timedelta(seconds=now + limit)
+        return datetime.now(UTC) + timedelta(seconds=self.clock.real_seconds(limit))
 
     def delete_nodes(self, names: list[str]) -> None:
         """Delete the nodes in one call, so watchers see a slice go at once."""
@@ -162,6 +181,24 @@ class Fleet:
                     pod["metadata"]["namespace"],
                     {"status": disrupted_status(pod, message, stamp)},
                 )
+                if self.on_disrupted is not None:
+                    self.on_disrupted(pod)
+
+    def finish_pods(self, pods: list[Obj]) -> None:
+        """Mark pods Succeeded as kwok ends a pod whose `sim-duration` is up (their
+        simulated work is done); times are real ones, as on every other pod status."""
+        stamp = provreq.now_rfc3339()
+        for pod in pods:
+            with contextlib.suppress(NotFound):  # gone already
+                self.call(
+                    self.core.patch_namespaced_pod_status,
+                    name_of(pod),
+                    pod["metadata"]["namespace"],
+                    {"status": workload.completed_status(pod, stamp)},
+                )
+            log.info(
+                "pod %s/%s finished its simulated work", pod["metadata"]["namespace"], name_of(pod)
+            )
 
     def pod_template(self, namespace: str, name: str) -> Obj | None:
         try:

@@ -23,7 +23,8 @@ preemptions:                       # Spot VMs taken back
     pool: my-spot-pool             # omitted: any Spot pool
 ```
 
-All times are simulated seconds; the autoscaler's clock starts when it does.
+All times are simulated seconds; the autoscaler's clock starts when it does (a clock
+given to the autoscaler: from that clock's zero, and `clock_factor` is unused).
 """
 
 from __future__ import annotations

@@ -90,7 +90,8 @@ def stack(
             scenario's `operator_config`. `cluster`: the emulated GKE cluster's path (its
             location decides the zones its pools may use). `emulator_clock`: the
             emulator's simulated clock runs that many times faster (a calendar block's
-            days), and the operator decides on that clock too (`OperatorTime`)."""
+            days), and the operator (`OperatorTime`) and the autoscaler run on that clock
+            too (the scenario's `clock_factor` is then unused)."""
             emulator_config = EmulatorConfig(
                 operation_latency_seconds=0.5,
                 clusters=[ClusterConfig(name=cluster)],
@@ -99,8 +100,16 @@ def stack(
             emulator: ClusterManagerEmulator = resources.enter_context(
                 EmulatorThread(emulator_config)
             )
+            # On the emulator's clock when the operator decides on it too: the nodes'
+            # termination times, flex-start ends and the workloads' progress agree with it.
             autoscaler = resources.enter_context(
-                Autoscaler(emulator, simcluster_e2e.kubeconfig, scenario, cluster=cluster)
+                Autoscaler(
+                    emulator,
+                    simcluster_e2e.kubeconfig,
+                    scenario,
+                    cluster=cluster,
+                    clock=emulator.sim_clock if emulator_clock is not None else None,
+                )
             )
             config = OperatorConfig(
                 project=cluster.split("/")[1],

@@ -3,19 +3,25 @@ autoscaler. The cluster is this directory's own (`simcluster`), apart from `devc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from typing import Protocol
 
 import pytest
 from kubernetes import client as k8s
 
 from dws_workshop.devcluster import DevCluster
 from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig, EmulatorThread
+from dws_workshop.emulator.clock import SimClock
 from dws_workshop.simulator.autoscaler import Autoscaler
 from dws_workshop.simulator.scenario import SimScenario
 from tests.cluster.namespaces import fresh_namespace
 from tests.cluster.sim.harness import Sim
 
-StartAutoscaler = Callable[[SimScenario], Autoscaler]
+
+class StartAutoscaler(Protocol):
+    """Starts an autoscaler with `scenario`, on `clock` when given (else its own)."""
+
+    def __call__(self, scenario: SimScenario, clock: SimClock | None = None) -> Autoscaler: ...
 
 
 @pytest.fixture(scope="session")
@@ -49,8 +55,10 @@ def start_autoscaler(
     and fails the test if any of its passes raised."""
     running: list[Autoscaler] = []
 
-    def start(scenario: SimScenario) -> Autoscaler:
-        autoscaler = Autoscaler(sim_emulator, simcluster.kubeconfig, scenario, interval=0.1)
+    def start(scenario: SimScenario, clock: SimClock | None = None) -> Autoscaler:
+        autoscaler = Autoscaler(
+            sim_emulator, simcluster.kubeconfig, scenario, interval=0.1, clock=clock
+        )
         autoscaler.start()
         running.append(autoscaler)
         return autoscaler

@@ -72,6 +72,7 @@ class Sim:
         resources: dict[str, str],
         tolerations: list[dict[str, str]],
         annotations: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.core.create_namespaced_pod(
             self.namespace,
@@ -86,6 +87,7 @@ class Sim:
                             "name": "train",
                             "image": CONTAINER_IMAGE,
                             "resources": {"requests": resources, "limits": resources},
+                            "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
                         }
                     ],
                 },
