@@ -1,0 +1,237 @@
+"""Long runs end to end (issue 33): a run of 2.5 flex-start windows carried over three
+segments on the real API server, Kueue-less batch Jobs, the GKE emulator and its
+autoscaler, with a simulated checkpointing workload (`simulator.workload`) that resumes
+from `DWS_CHECKPOINT_DIR`. The emulator's clock, which the operator, the autoscaler and
+the workload all read, runs a simulated minute a second and is moved on past the hours
+of each segment where nothing happens (`sandbox.pacing`); the tests wait on what the
+cluster shows, never on wall-clock time."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from dws_operator import rfc3339
+from dws_operator.catalog import NODE_POOL_LABEL_KEY, TERMINATION_ANNOTATION
+from dws_operator.controller import OperatorThread
+from dws_operator.workload import job_name
+from dws_workshop.sandbox.pacing import skip_to_the_rollover
+from dws_workshop.simulator.scenario import SimScenario
+from dws_workshop.simulator.workload import (
+    SIM_CHECKPOINT_EVERY_ANNOTATION,
+    SIM_WORK_ANNOTATION,
+)
+from tests.builders import gpu
+from tests.cluster.e2e.conftest import Stack
+from tests.cluster.operator.harness import Scenario
+from tests.polling import eventually
+
+#: A simulated minute a real second: the stop's minute of lead is a real second.
+MINUTES = 60.0
+CHECKPOINTS = "gs://ckpt/e2e"
+#: 2.5 windows of 10h; a budget with room to spare.
+WORK = "25h"
+RUN = {"duration": "27h", "stopBefore": "10m", "requestAhead": "10m"}
+STOP_BEFORE = timedelta(minutes=10)
+REQUEST_AHEAD = timedelta(minutes=10)
+#: A whole run, guarded: three segments' capacity and two rollovers, each seconds.
+RUN_GUARD = 300.0
+
+
+def workload() -> dict[str, Any]:
+    return {
+        "metadata": {
+            "annotations": {SIM_WORK_ANNOTATION: WORK, SIM_CHECKPOINT_EVERY_ANNOTATION: "1h"}
+        },
+        "spec": {"containers": [{"name": "train", "image": "example/train:1"}]},
+    }
+
+
+def long_run(scenario: Scenario, mode: str = "FlexStart", nodes: int = 1) -> None:
+    scenario.create(
+        gpu("nvidia-h100-80gb", nodes=nodes),
+        mode=mode,
+        provisioning={"maxRunDuration": "10h", "maxWaitDuration": "2h"},
+        run=RUN,
+        checkpointDir=CHECKPOINTS,
+        template=workload(),
+    )
+
+
+class Watch:
+    """What the test sees on each look, kept: every pool's VM end as GKE annotated its
+    Node, and which workloads' pods ran at the same time."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.vm_ends: dict[str, set[datetime]] = {}
+        self.together: list[set[str]] = []
+
+    def look(self) -> dict[str, Any]:
+        for node in self.scenario.core.list_node().items:
+            pool = (node.metadata.labels or {}).get(NODE_POOL_LABEL_KEY)
+            stamp = (node.metadata.annotations or {}).get(TERMINATION_ANNOTATION)
+            if pool and stamp:
+                self.vm_ends.setdefault(pool, set()).add(rfc3339.parse(stamp))
+        running = {
+            str((p.metadata.labels or {}).get("job-name"))
+            for p in self.scenario.pods()
+            if p.status.phase == "Running"
+            and not p.metadata.deletion_timestamp
+            and "-hold" not in str((p.metadata.labels or {}).get("job-name"))
+        }
+        self.together.append(running)
+        return self.scenario.status()
+
+    def workloads(self) -> list[str]:
+        """The workloads seen running, in the order they ran."""
+        seen = [job for jobs in self.together for job in sorted(jobs)]
+        return list(dict.fromkeys(seen))
+
+
+Until = Callable[[dict[str, Any]], bool]
+
+
+def ended(status: dict[str, Any]) -> bool:
+    return status.get("phase") in ("Succeeded", "Failed")
+
+
+def run_to_the_end(scenario: Scenario, watch: Watch, until: Until = ended) -> dict[str, Any]:
+    """Skip each segment's quiet hours, looking, until `until` holds of the status."""
+    spec = scenario.get()
+    assert spec is not None
+    clock = scenario.emulator.sim_clock
+
+    def done() -> dict[str, Any] | None:
+        status = watch.look()
+        if until(status):
+            return status
+        skip_to_the_rollover(clock, spec["spec"], status)
+        return None
+
+    found: dict[str, Any] = eventually(done, timeout=RUN_GUARD, what="the long run's end")
+    return found
+
+
+def test_a_run_of_two_and_a_half_windows_finishes_in_three_segments(stack: Stack) -> None:
+    scenario = stack(SimScenario(), emulator_clock=MINUTES)
+    long_run(scenario)
+    watch = Watch(scenario)
+    status = run_to_the_end(scenario, watch)
+    assert status["phase"] == "Succeeded", status.get("message")
+    assert status["segment"] == 3
+    assert status.get("restarts", 0) == 0
+    segments = status["segments"]
+    assert [s["outcome"] for s in segments] == ["RolledOver", "RolledOver", "Succeeded"]
+    assert [s["segment"] for s in segments] == [1, 2, 3]
+    for before, after in itertools.pairwise(segments):
+        ends = rfc3339.parse(before["endsAt"])
+        # The window's end is the VMs' as GKE annotated their Node.
+        assert watch.vm_ends[before["nodePool"]] == {ends}
+        # SIGTERM (the workload deleted) came at least stopBefore before the VMs end.
+        assert ends - rfc3339.parse(before["stoppedAt"]) >= STOP_BEFORE
+        # The next segment's capacity was asked for at least requestAhead before it.
+        assert ends - rfc3339.parse(after["requestedAt"]) >= REQUEST_AHEAD
+        assert after["nodePool"] != before["nodePool"]
+    # The workload: three Jobs, one after the other, never cut by its VMs (it
+    # checkpointed on SIGTERM), finished in the third with exactly its work done. (A
+    # rollover quicker than the simulator's pass is one run of the checkpoint to it.)
+    assert watch.workloads() == [job_name(scenario.name, s["attempt"]) for s in segments]
+    assert all(len(jobs) <= 1 for jobs in watch.together)
+    autoscaler = scenario.autoscaler
+    key = (scenario.namespace, CHECKPOINTS)
+    runs = autoscaler.workloads.runs(key)
+    assert "disrupted" not in [r.ended for r in runs]
+    assert runs[-1].ended == "finished"
+    record = autoscaler.workloads.record(key)
+    assert record is not None
+    assert record.finished
+    assert record.saved == 25 * 3600.0
+    trained = status["trainedSeconds"]
+    assert 25 * 3600.0 <= trained <= 27 * 3600.0
+    gaps = status.get("rolloverSeconds", 0.0)
+    print(f"\nrollover gaps in all: {gaps:.0f} simulated s over 2 rollovers; {segments}")
+    # Nothing left: the first two segments' pools deleted, the last one's at zero, no
+    # holder, no node.
+    pools = {s["nodePool"] for s in segments}
+    eventually(
+        lambda: (
+            not any(
+                (n.metadata.labels or {}).get(NODE_POOL_LABEL_KEY) in pools
+                for n in scenario.core.list_node().items
+            )
+        ),
+        timeout=120,
+        what="every segment's nodes gone",
+    )
+    eventually(
+        lambda: scenario.pool_names() & pools == {segments[-1]["nodePool"]},
+        timeout=120,
+        what="the first segments' pools deleted",
+    )
+    assert not [j for j in scenario.jobs() if "-hold" in (j.metadata.name or "")]
+
+
+def test_a_spot_preemption_mid_segment_resumes_from_the_checkpoint_as_a_restart(
+    stack: Stack,
+) -> None:
+    scenario = stack(SimScenario(), emulator_clock=MINUTES)
+    # Two VMs: an Indexed Job that fails as a whole when a VM goes (a single-host Job's
+    # own pod restarts would carry on without the operator).
+    long_run(scenario, mode="Spot", nodes=2)
+    scenario.wait_phase("Running", timeout=120)
+    clock = scenario.emulator.sim_clock
+    # Well into the first segment (past a few checkpoints), then its Spot VM is taken.
+    clock.jump(3.5 * 3600)
+    scenario.autoscaler.preempt()
+    status = eventually(
+        lambda: (s := scenario.status()).get("restarts") == 1 and s, timeout=120, what="a restart"
+    )
+    assert status["segment"] == 1
+    first = status["segments"][0]
+    assert first["outcome"] == "Interrupted"
+    watch = Watch(scenario)
+    status = run_to_the_end(scenario, watch)
+    assert status["phase"] == "Succeeded", status.get("message")
+    assert status["restarts"] == 1
+    outcomes = [s["outcome"] for s in status["segments"]]
+    assert outcomes.count("Interrupted") == 1
+    assert outcomes[-1] == "Succeeded"
+    runs = scenario.autoscaler.workloads.runs((scenario.namespace, CHECKPOINTS))
+    assert runs[0].ended == "disrupted"
+    # It fell back to its last hourly checkpoint, not to the start.
+    assert runs[0].saved == 3 * 3600.0
+
+
+def test_an_operator_killed_mid_rollover_converges(stack: Stack) -> None:
+    """Killed after the next segment's capacity was asked for, before the old segment
+    stopped: one next pool, one workload per attempt, never two segments at once."""
+    scenario = stack(SimScenario(), emulator_clock=MINUTES, operator=False)
+    config, kubeconfig = scenario.operator_config, scenario.operator_kubeconfig
+    long_run(scenario)
+    watch = Watch(scenario)
+
+    def asked(status: dict[str, Any]) -> bool:
+        pool = (status.get("nodePool") or {}).get("name")
+        calls = scenario.emulator.calls_for("CreateNodePool")
+        return bool(pool) and any(c.request.node_pool.name == f"{pool}-r2" for c in calls)
+
+    with OperatorThread(config, kubeconfig=kubeconfig):
+        status = run_to_the_end(scenario, watch, asked)
+    assert status["segment"] == 1
+    second = f"{scenario.pool_name}-r2"
+    with OperatorThread(config, kubeconfig=kubeconfig):
+        status = run_to_the_end(
+            scenario, watch, lambda s: s.get("phase") in ("Succeeded", "Failed")
+        )
+    assert status["phase"] == "Succeeded", status.get("message")
+    creates = [c for c in scenario.emulator.calls_for("CreateNodePool") if c.ok]
+    names = [c.request.node_pool.name for c in creates]
+    assert sorted(names) == sorted(set(names))
+    assert names.count(second) == 1
+    assert all(len(jobs) <= 1 for jobs in watch.together)
+    assert [s["outcome"] for s in status["segments"]] == ["RolledOver", "RolledOver", "Succeeded"]
+    runs = scenario.autoscaler.workloads.runs((scenario.namespace, CHECKPOINTS))
+    assert [r.ended for r in runs] == ["stopped", "stopped", "finished"]
