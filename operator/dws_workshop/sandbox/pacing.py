@@ -24,9 +24,13 @@ from dws_workshop.emulator.clock import SimClock
 MARGIN = timedelta(minutes=2)
 
 
-def rollover_due(spec: Mapping[str, Any], status: Mapping[str, Any]) -> datetime | None:
+def rollover_due(
+    spec: Mapping[str, Any], status: Mapping[str, Any], finishes: datetime | None = None
+) -> datetime | None:
     """A little before the running segment's rollover begins (its next pools made), or
-    before its run's duration is used up; None when no segment runs with a known end."""
+    before its run's duration is used up, or (`finishes`: when the workload will have
+    done its work, if the caller knows) before it finishes; None when no segment runs
+    with a known end."""
     run = spec.get("run") or {}
     records = status.get("segments") or []
     if not run.get("duration") or not records or status.get("phase") != "Running":
@@ -40,15 +44,19 @@ def rollover_due(spec: Mapping[str, Any], status: Mapping[str, Any]) -> datetime
     ahead = stop - parse_duration(run.get("requestAhead", "30m"))
     trained = timedelta(seconds=float(status.get("trainedSeconds") or 0))
     budget = rfc3339.parse(last["startedAt"]) + parse_duration(run["duration"]) - trained
-    return min(ahead, budget) - MARGIN
+    return min(ahead, budget, finishes or budget) - MARGIN
 
 
 def skip_to_the_rollover(
-    clock: SimClock, spec: Mapping[str, Any], status: Mapping[str, Any]
+    clock: SimClock,
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    finishes: datetime | None = None,
 ) -> float:
-    """Move `clock` on to a little before the running segment's rollover; the simulated
-    seconds skipped (0 when there is nothing to skip to, or it is passed)."""
-    due = rollover_due(spec, status)
+    """Move `clock` on to a little before the running segment's rollover (or the
+    workload's finish); the simulated seconds skipped (0 when there is nothing to skip
+    to, or it is passed)."""
+    due = rollover_due(spec, status, finishes)
     if due is None:
         return 0.0
     skip = (due - clock.utc()).total_seconds()
