@@ -231,5 +231,5 @@ def run(options: RolloverOptions, workdir: Path, say: Callable[[str], None]) -> 
         "capacity_seconds": options.capacity_seconds,
         "wall_s": round(time.monotonic() - began, 1),
         "window": WINDOW,
-        "stop_lead_s": timedelta(minutes=10).total_seconds(),
+        "stop_before_s": timedelta(minutes=10).total_seconds(),
     }

@@ -39,7 +39,10 @@ from dws_workshop.devcluster.jobset import JobSetManager
 from dws_workshop.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_workshop.devcluster.stages import kwok_config
 from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterConfig, EmulatorConfig, EmulatorThread
+from dws_workshop.emulator.clock import SimClock
+from dws_workshop.sandbox.pacing import skip_to_the_rollover
 from dws_workshop.sandbox.progress import ProgressLog, Snapshot, StepView
+from dws_workshop.sandbox.rollover_bench import finish_of
 from dws_workshop.simulator.autoscaler import Autoscaler
 from dws_workshop.simulator.scenario import CapacityRule, SimScenario, load_scenario
 
@@ -51,6 +54,9 @@ CALENDAR_LEAD = timedelta(hours=2)
 #: Booking states of a booking Compute has (reviewed, approved, delivered or ended).
 BOOKING_SEEN = frozenset({"UnderReview", "Approved", "Delivered", "Ended", "Declined"})
 #: GKE's minutes as seconds: capacity after 5 simulated minutes arrives after 5 s.
+#: Simulated seconds per real second for a long run: a minute a second, while the
+#: sandbox skips each segment's quiet days (`pacing`).
+LONG_RUN_CLOCK = 60.0
 DEFAULT_SCENARIO = SimScenario(clock_factor=60.0, capacity=[CapacityRule(after_seconds=300.0)])
 
 
@@ -131,6 +137,7 @@ class Sandbox:
             kueue = self._start_kueue(stack, api, cluster.kubeconfig)
             gke_cluster = sandbox_cluster(manifest)
             start = calendar_start(manifest)
+            long_run = is_long_run(manifest)
             emulator = stack.enter_context(
                 EmulatorThread(
                     EmulatorConfig(
@@ -140,11 +147,20 @@ class Sandbox:
                         # before it (and runs an hour a second once the request is
                         # applied, so a day's block takes 24 s).
                         calendar_epoch=start - CALENDAR_LEAD if start else None,
+                        clock_factor=LONG_RUN_CLOCK if long_run else 1.0,
                     )
                 )
             )
-            stack.enter_context(
-                Autoscaler(emulator, cluster.kubeconfig, scenario, cluster=gke_cluster)
+            autoscaler = stack.enter_context(
+                Autoscaler(
+                    emulator,
+                    cluster.kubeconfig,
+                    scenario,
+                    cluster=gke_cluster,
+                    # A long run: the autoscaler, its VMs' ends and the simulated
+                    # workload on the operator's clock, which the sandbox moves on.
+                    clock=emulator.sim_clock if long_run else None,
+                )
             )
             config = OperatorConfig(
                 project="dws-sandbox",
@@ -158,11 +174,19 @@ class Sandbox:
                 metrics_port=0,
                 metrics_address="127.0.0.1",
             )
-            if start is not None:
-                clock = emulator.sim_clock
+            clock = emulator.sim_clock
+            if start is not None or long_run:
                 time_ = OperatorTime(now=clock.utc, speed=lambda: clock.factor, longest_wait=1.0)
+                config = replace(config, time=time_)
+            if long_run:
+                self.say(
+                    "dws-operator dev: a long run: the sandbox's clock runs a simulated minute "
+                    "a second and skips the quiet days of each segment, to a little before "
+                    "its rollover"
+                )
+            if start is not None:
                 # Nothing is billed here: the sandbox books without spec.approveBooking.
-                config = replace(config, time=time_, book_without_approval=True)
+                config = replace(config, book_without_approval=True)
                 self.say(
                     "dws-operator dev: a calendar block: the sandbox's calendar starts two "
                     f"hours before it ({rfc3339.seconds(clock.utc())}) and runs an hour a "
@@ -181,7 +205,14 @@ class Sandbox:
                 if start is not None
                 else None
             )
-            status = self._follow(api, manifest, on_booking_seen=seen)
+            pace = (
+                (lambda status: self._pace(clock, autoscaler, manifest, status))
+                if long_run
+                else None
+            )
+            status = self._follow(api, manifest, on_booking_seen=seen, pace=pace)
+            if long_run:
+                self.say(long_run_summary(status))
             for line in metrics_summary(operator.metrics):
                 self.say(line)
             self._usage(cluster.kubeconfig)
@@ -232,9 +263,11 @@ class Sandbox:
         api: k8s.ApiClient,
         manifest: dict[str, Any],
         on_booking_seen: Callable[[], None] | None = None,
+        pace: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """Print the request's progress until it has ended and scaled down;
-        `on_booking_seen` is called once, when its booking is first seen in Compute."""
+        `on_booking_seen` is called once, when its booking is first seen in Compute;
+        `pace` with each status seen."""
         objects = k8s.CustomObjectsApi(api)
         name = manifest["metadata"]["name"]
         objects.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, manifest)
@@ -279,6 +312,8 @@ class Sandbox:
                     for a in status.get("attempts") or ()
                 ),
             )
+            if pace is not None:
+                pace(status)
             if on_booking_seen is not None and snapshot.booking in BOOKING_SEEN:
                 on_booking_seen()
                 on_booking_seen = None
@@ -308,6 +343,24 @@ class Sandbox:
             self.say(line)
         return status
 
+    def _pace(
+        self,
+        clock: SimClock,
+        autoscaler: Autoscaler,
+        manifest: dict[str, Any],
+        status: dict[str, Any],
+    ) -> None:
+        """A long run's quiet days skipped, said."""
+        item = {"metadata": {"namespace": NAMESPACE}, "spec": manifest["spec"]}
+        skipped = skip_to_the_rollover(
+            clock, manifest["spec"], status, finish_of(autoscaler, clock, item)
+        )
+        if skipped > 0:
+            self.say(
+                f"dws-operator dev: segment {status.get('segment', 1)} runs; skipped "
+                f"{skipped / 3600:.1f} simulated hours to {rfc3339.seconds(clock.utc())}"
+            )
+
     def _usage(self, kubeconfig: Path) -> None:
         self.say(
             f"\nkubeconfig: {kubeconfig}\n"
@@ -317,6 +370,24 @@ class Sandbox:
         )
         if not self.options.exit_when_done:
             self.say("The sandbox keeps running; Ctrl-C stops it and removes everything.")
+
+
+def is_long_run(manifest: dict[str, Any]) -> bool:
+    """The request runs longer than one window, in segments (`spec.run.duration`)."""
+    run = (manifest.get("spec") or {}).get("run") or {}
+    return bool(run.get("duration"))
+
+
+def long_run_summary(status: dict[str, Any]) -> str:
+    """A long run's segments in one line."""
+    segments = status.get("segments") or []
+    outcomes = ", ".join(f"{s['segment']} {s.get('outcome') or 'running'}" for s in segments)
+    trained = float(status.get("trainedSeconds") or 0) / 3600
+    between = float(status.get("rolloverSeconds") or 0) / 60
+    return (
+        f"dws-operator dev: segments {outcomes}; trained {trained:.1f} simulated hours, "
+        f"{between:.1f} simulated minutes between segments"
+    )
 
 
 def calendar_start(manifest: dict[str, Any]) -> datetime | None:
