@@ -61,6 +61,7 @@ from dws_operator.reconcile.observed import (
 from dws_operator.reconcile.order import ORDERED, estimated_order, ladder_keys, order_pending
 from dws_operator.reconcile.policy import admitted
 from dws_operator.reconcile.preview import PreviewStep, Refused, preview
+from dws_operator.reconcile.segments import RUN_DURATION_EXCEEDED, STOP_LEAD_SECONDS
 from dws_operator.reconcile.step import (
     Planned,
     StepPlan,
@@ -91,6 +92,8 @@ __all__ = [
     "POLICY_LIMIT",
     "RECOVERED",
     "RUNNING_POLL_SECONDS",
+    "RUN_DURATION_EXCEEDED",
+    "STOP_LEAD_SECONDS",
     "STUCK_AFTER_SECONDS",
     "Action",
     "AdviceQuery",

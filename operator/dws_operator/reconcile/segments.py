@@ -38,6 +38,7 @@ from dws_operator.holder import holder_name, render_holder
 from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import CreateJob, CreateNodePool, DeleteJob
+from dws_operator.reconcile.booking import STOP_LEAD_SECONDS
 from dws_operator.reconcile.decision import (
     NEXT_STEP_SECONDS,
     PAST_DEADLINE_SECONDS,
@@ -56,9 +57,6 @@ from dws_operator.reconcile.step import (
 from dws_operator.validation import FLEX_START_MODES, segmented
 from dws_operator.workload import RequestRef, uses_provisioning_request
 
-#: The workload is told to stop this much earlier than `stopBefore` asks, so its pods
-#: get all of their grace period whatever the pass that stops it takes.
-STOP_LEAD_SECONDS = 60.0
 #: The reason a long run fails with when it used `run.duration` without finishing.
 RUN_DURATION_EXCEEDED = "RunDurationExceeded"
 #: Segments kept in the status: the first and the latest.

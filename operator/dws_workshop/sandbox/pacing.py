@@ -17,7 +17,7 @@ from typing import Any
 
 from dws_operator import rfc3339
 from dws_operator.durations import parse_duration
-from dws_operator.reconcile.segments import STOP_LEAD_SECONDS
+from dws_operator.reconcile import STOP_LEAD_SECONDS
 from dws_workshop.emulator.clock import SimClock
 
 #: How far before the next segment's pools are due the clock is moved to.
