@@ -21,6 +21,7 @@ from dws_operator.reconcile.actions import (
 from dws_operator.reconcile.booking import (
     ADVICE_POLL_SECONDS,
     NO_WINDOW,
+    STOP_LEAD_SECONDS,
     AdviceQuery,
     BookingPlan,
     advice_query,
@@ -61,7 +62,7 @@ from dws_operator.reconcile.observed import (
 from dws_operator.reconcile.order import ORDERED, estimated_order, ladder_keys, order_pending
 from dws_operator.reconcile.policy import admitted
 from dws_operator.reconcile.preview import PreviewStep, Refused, preview
-from dws_operator.reconcile.segments import RUN_DURATION_EXCEEDED, STOP_LEAD_SECONDS
+from dws_operator.reconcile.segments import RUN_DURATION_EXCEEDED
 from dws_operator.reconcile.step import (
     Planned,
     StepPlan,
