@@ -59,6 +59,7 @@ from dws_operator.workload import (
     SegmentEnv,
     attempt_env,
     indexed_job_spec,
+    job_deadline,
     job_name,
     labels_for,
     pod_template,
@@ -177,7 +178,7 @@ def render_jobset(
         "template": {
             # Our labels on the child Jobs: their changes wake the request.
             "metadata": {"labels": labels_for(ref, {ATTEMPT_LABEL: str(attempt)})},
-            "spec": indexed_job_spec(plan, template),
+            "spec": indexed_job_spec(plan, template, job_deadline(spec, plan)),
         },
     }
     queue_labels, annotations = queue_metadata(spec, plan, queue)

@@ -30,6 +30,7 @@ from dws_operator.kube_types import (
 )
 from dws_operator.kueue_objects import PROVREQ_PARAMETER_PREFIX
 from dws_operator.planning import SlicePlan, TolerationPlan
+from dws_operator.validation import segmented
 
 #: A part of the user's pod template (a container, a port): any field Kubernetes has.
 Manifest = dict[str, Any]
@@ -59,6 +60,9 @@ class SegmentEnv:
     #: It runs at least until then: plan the last checkpoint for it.
     end: datetime
 
+
+#: A long run's Job deadline counts this for a wait without a limit (maxWaitDuration 0s).
+LONGEST_UNBOUNDED_WAIT = 30 * 24 * 3600
 
 #: TPU VMs talk to each other on 8471 and expose runtime metrics on 8431.
 TPU_PORTS = {"tpu-ici": 8471, "tpu-metrics": 8431}
@@ -217,7 +221,7 @@ def pod_template(
     pod_spec["restartPolicy"] = "Never" if multi_host else "OnFailure"
     block = spec.provisioning.calendar
     stop_before = block.stop_before if block is not None else None
-    if spec.run is not None and spec.run.duration is not None:
+    if spec.run is not None and segmented(spec):
         stop_before = spec.run.stop_before
     if stop_before is not None and "terminationGracePeriodSeconds" not in pod_spec:
         # The workload is stopped this long before its capacity ends (a calendar block,
@@ -236,12 +240,22 @@ def pod_template(
     }
 
 
-def indexed_job_spec(plan: SlicePlan, template: PodTemplate) -> JobSpec:
+def job_deadline(spec: TrainingRequestSpec, plan: SlicePlan) -> int:
+    """The Job's run-time cap (`activeDeadlineSeconds`, counted from its start, and again
+    when a suspended Job resumes): maxRunDuration; for a long run's segment, which the
+    operator stops itself before its capacity ends (counted from when its VMs came), that
+    and the longest wait for them, so the Job's own clock never ends a segment first."""
+    if not segmented(spec):
+        return plan.max_run_seconds
+    return plan.max_run_seconds + (plan.max_wait_seconds or LONGEST_UNBOUNDED_WAIT)
+
+
+def indexed_job_spec(plan: SlicePlan, template: PodTemplate, deadline: int) -> JobSpec:
     """One multi-host slice: an Indexed Job with one pod per node."""
     return {
         "template": template,
         # The run-time cap; Kubernetes restarts this clock when a suspended Job resumes.
-        "activeDeadlineSeconds": plan.max_run_seconds,
+        "activeDeadlineSeconds": deadline,
         "completionMode": "Indexed",
         "completions": plan.nodes,
         "parallelism": plan.nodes,
@@ -300,11 +314,11 @@ def render_job(
     )
     job_spec: JobSpec
     if multi_host:
-        job_spec = indexed_job_spec(plan, template)
+        job_spec = indexed_job_spec(plan, template, job_deadline(spec, plan))
     else:
         job_spec = {
             "template": template,
-            "activeDeadlineSeconds": plan.max_run_seconds,
+            "activeDeadlineSeconds": job_deadline(spec, plan),
             "completions": 1,
             "parallelism": 1,
         }

@@ -12,6 +12,7 @@ from typing import Any
 from dws_operator.api import Phase, SegmentOutcome, TrainingRequestStatus
 from dws_operator.holder import PAUSE_IMAGE, holder_name
 from dws_operator.reconcile import (
+    CreateHolder,
     CreateJob,
     CreateNodePool,
     Decision,
@@ -304,7 +305,7 @@ def test_operations_on_the_next_pool_are_not_asked_twice() -> None:
 def test_once_the_next_pools_are_ready_a_holder_asks_for_their_capacity() -> None:
     status = running()
     decision = run(world(LONG, status, now=AHEAD + timedelta(minutes=5), next_pool=True))
-    [create] = only(decision.actions, CreateJob)
+    [create] = only(decision.actions, CreateHolder)
     job = create.manifest
     assert job["metadata"]["name"] == holder_name(NAME, 2)
     pod = job["spec"]["template"]["spec"]
@@ -319,7 +320,7 @@ def test_once_the_next_pools_are_ready_a_holder_asks_for_their_capacity() -> Non
         world(LONG, status, now=AHEAD + timedelta(minutes=6), next_pool=True),
         holders=(holder_name(NAME, 2),),
     )
-    assert only(run(held).actions, CreateJob) == []
+    assert only(run(held).actions, CreateHolder) == []
     assert only(run(held).actions, DeleteJob) == []
 
 
@@ -349,7 +350,7 @@ def test_queued_provisioning_has_no_holder() -> None:
     ahead = world(queued, status, now=AHEAD + timedelta(minutes=5), next_pool=True)
     decision = run(ahead, KUEUE)
     assert decision.status.phase == Phase.RUNNING
-    assert only(decision.actions, CreateJob) == []
+    assert only(decision.actions, CreateHolder) == []
 
 
 def test_an_ended_run_deletes_its_holders() -> None:

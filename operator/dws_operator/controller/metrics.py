@@ -198,10 +198,11 @@ class OperatorMetrics:
             ["accelerator", "mode"],
             registry=r,
         )
+        # Unlabelled: few runs are long, and a histogram per accelerator and mode would
+        # add its buckets for each.
         self.rollover_gap = Histogram(
             "dws_rollover_gap_seconds",
             "A long run's segment stopped (or lost) to the next segment's workload running.",
-            ["accelerator", "mode"],
             buckets=CAPACITY_BUCKETS,
             registry=r,
         )
@@ -209,7 +210,6 @@ class OperatorMetrics:
             "dws_capacity_requested_ahead_seconds",
             "How long before a long run's segment's capacity ended the next segment's "
             "capacity was asked for (its node pools made).",
-            ["accelerator", "mode"],
             buckets=CAPACITY_BUCKETS,
             registry=r,
         )
@@ -282,6 +282,7 @@ class OperatorMetrics:
                     self.chip_hours,
                     self.restarts,
                     self.capacity_timeouts,
+                    self.rollovers,
                 ):
                     counter.labels(accelerator, mode)
         for mode in MODES:
@@ -326,9 +327,9 @@ class OperatorMetrics:
         if counted.rollovers:
             self.rollovers.labels(*kind).inc(counted.rollovers)
         if counted.rollover_gap is not None:
-            self.rollover_gap.labels(*kind).observe(counted.rollover_gap)
+            self.rollover_gap.observe(counted.rollover_gap)
         if counted.requested_ahead is not None:
-            self.requested_ahead.labels(*kind).observe(counted.requested_ahead)
+            self.requested_ahead.observe(counted.requested_ahead)
         if counted.emptied_seconds is not None:
             self.scale_down.labels(*kind).observe(counted.emptied_seconds)
             self.avoided.labels(*kind).inc(counted.spared_node_seconds)

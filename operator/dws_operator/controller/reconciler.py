@@ -55,6 +55,7 @@ from dws_operator.reconcile import (
     Action,
     CancelBooking,
     CancelPoolOperation,
+    CreateHolder,
     CreateJob,
     CreateNodePool,
     CreateService,
@@ -147,6 +148,8 @@ class Reconciler:
         self.history = history or CapacityHistory.in_memory()
         #: Workloads the API server refused, by request, until its next pass decides.
         self._refused: dict[Key, tuple[str, str]] = {}
+        #: Capacity holders the API server refused, by (request uid, holder): said once.
+        self._holders_refused: set[tuple[str, str]] = set()
         #: Pool names GKE said are absent, by the uid of a request being deleted.
         self._absent: dict[str, set[str]] = {}
         self.passes = 0
@@ -435,13 +438,14 @@ class Reconciler:
 
     def _shape_to_reuse(self, request: RequestView) -> str | None:
         """The shape of the pool the request is about to need, when it could take an idle
-        one: one managed slice, not named by the user, no pool asked for yet."""
+        one: one managed slice, not named by the user, no pool asked for yet, not a long
+        run (each of its segments has pools of its own, made ahead)."""
         if request.deleting or request.status.phase not in _BEFORE_POOL:
             return None
         if request.status.node_pool is not None and request.status.node_pool.reused:
             return None
         facts = request.facts
-        if facts.named_pool or facts.existing or facts.slices != 1:
+        if facts.named_pool or facts.existing or facts.slices != 1 or facts.segments > 1:
             return None
         if order_pending(request):
             return None  # its first step is not known yet (the pass fixes the order first)
@@ -547,6 +551,33 @@ class Reconciler:
         self.cache.put_request(updated)
         return updated
 
+    async def _create_workload(self, manifest: Mapping[str, Any]) -> None:
+        if manifest["kind"] == JOBSET_KIND:
+            if (made := await self.kube.create(JOBSET_PLURAL, manifest)) is not None:
+                self.cache.put_jobset(made)
+        elif (made := await self.kube.create("jobs", manifest)) is not None:
+            self.cache.put_job(made)
+
+    async def _create_holder(self, request: RequestView, manifest: Mapping[str, Any]) -> None:
+        """A long run's capacity holder, best effort: refused (say, by a policy on images
+        or queues), the segment runs on and the next one asks for its capacity when it
+        starts, as without a holder; said once per holder."""
+        try:
+            if (made := await self.kube.create("jobs", manifest)) is not None:
+                self.cache.put_job(made)
+        except WorkloadRejected as rejected:
+            name = str(manifest["metadata"]["name"])
+            if (request.uid, name) not in self._holders_refused:
+                self._holders_refused.add((request.uid, name))
+                log.warning(
+                    "%s: capacity holder %s refused (the next segment asks for its capacity "
+                    "when it starts instead): %s",
+                    _name(request),
+                    name,
+                    rejected.message,
+                    extra=about(_name(request)),
+                )
+
     async def _execute(self, request: RequestView, body: Mapping[str, Any], action: Action) -> bool:
         """Carry the action out; False when it found the cache out of date (and mended it)."""
         log.info(
@@ -618,12 +649,10 @@ class Reconciler:
             case CreateService(manifest=manifest):
                 if (service := await self.kube.create("services", manifest)) is not None:
                     self.cache.put_service(service)
+            case CreateHolder(manifest=manifest):
+                await self._create_holder(request, manifest)
             case CreateJob(manifest=manifest):
-                if manifest["kind"] == JOBSET_KIND:
-                    if (made := await self.kube.create(JOBSET_PLURAL, manifest)) is not None:
-                        self.cache.put_jobset(made)
-                elif (made := await self.kube.create("jobs", manifest)) is not None:
-                    self.cache.put_job(made)
+                await self._create_workload(manifest)
             # Deletes name the object the decision saw (its uid, from the cache): one
             # made since under the same name, by anyone, is left alone.
             case DeleteJob(name=name, kind=kind, foreground=foreground):

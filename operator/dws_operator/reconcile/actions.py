@@ -58,6 +58,14 @@ class CreateJob:
 
 
 @dataclass(frozen=True)
+class CreateHolder:
+    """Create a long run's capacity holder (`dws_operator.holder`): best effort, a
+    refusal fails nothing."""
+
+    manifest: Job
+
+
+@dataclass(frozen=True)
 class DeleteJob:
     """Delete an attempt's workload: a batch Job, or a JobSet (`kind`) for several slices.
     `foreground`: the workload stays (deleting) until its pods are gone, so its going
@@ -90,7 +98,8 @@ class CancelBooking:
 
 
 Action = (
-    CreateNodePool
+    CreateHolder
+    | CreateNodePool
     | TakeOverNodePool
     | CancelPoolOperation
     | ScaleNodePoolToZero

@@ -37,7 +37,7 @@ from dws_operator.durations import parse_duration
 from dws_operator.holder import holder_name, render_holder
 from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import conditions as cond
-from dws_operator.reconcile.actions import CreateJob, CreateNodePool, DeleteJob
+from dws_operator.reconcile.actions import CreateHolder, CreateNodePool, DeleteJob
 from dws_operator.reconcile.booking import STOP_LEAD_SECONDS
 from dws_operator.reconcile.decision import (
     NEXT_STEP_SECONDS,
@@ -287,7 +287,7 @@ def _make_next_pools(run: Draft, step: StepPlan) -> None:
     name = holder_name(run.request.name, segment)
     if ready and holds_capacity(step) and name not in observed.holders:
         ref = RequestRef(run.request.name, run.request.namespace, run.request.uid)
-        run.act(CreateJob(render_holder(ref, step.spec, plan, segment)))
+        run.act(CreateHolder(render_holder(ref, step.spec, plan, segment)))
 
 
 def holds_capacity(step: StepPlan) -> bool:
