@@ -548,7 +548,7 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
             "run": {"duration": "100h"},
         },
         "spec.run.duration",
-        "more than 32 segments",
+        "more than 30 segments",
     ),
     (
         "run-segments-on-existing-pool",

@@ -15,24 +15,25 @@ from __future__ import annotations
 from dws_operator.api import PodTemplate, TrainingRequestSpec
 from dws_operator.kube_types import Job
 from dws_operator.planning import SlicePlan
-from dws_operator.workload import QUEUE_LABEL, RequestRef, render_job
+from dws_operator.workload import QUEUE_LABEL, REQUEST_LABEL, RequestRef, render_job
 
 #: The pause image every Kubernetes node already runs its pods' sandboxes from.
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
-#: A holder's name: its request's, this, and the segment it holds capacity for.
-HOLDER_INFIX = "-hold"
+#: Between a holder's segment and its request's name.
+HOLDER_INFIX = "-hold-"
 
 
 def holder_name(request: str, segment: int) -> str:
-    """`<request>-hold<segment>`: never an attempt's name (`<request>` or `-r<n>`)."""
-    return f"{request}{HOLDER_INFIX}{segment}"
+    """`<segment>-hold-<request>`: it starts with a digit, which no TrainingRequest's
+    name does (and so none of their workloads', which start with the request's name),
+    so it cannot be the name of any request's Job."""
+    return f"{segment}{HOLDER_INFIX}{request}"
 
 
 def holder_segment(request: str, job: str) -> int | None:
     """The segment a holder of `request` named `job` is for; None when `job` is none."""
-    prefix = f"{request}{HOLDER_INFIX}"
-    tail = job[len(prefix) :] if job.startswith(prefix) else ""
-    return int(tail) if tail.isdigit() else None
+    head, infix, tail = job.partition(HOLDER_INFIX)
+    return int(head) if infix and tail == request and head.isdigit() else None
 
 
 def render_holder(ref: RequestRef, spec: TrainingRequestSpec, plan: SlicePlan, segment: int) -> Job:
@@ -50,6 +51,8 @@ def render_holder(ref: RequestRef, spec: TrainingRequestSpec, plan: SlicePlan, s
     job = render_job(ref, holding, plan, attempt=0, queue=None)
     job["metadata"]["name"] = holder_name(ref.name, segment)
     job["metadata"]["labels"].pop(QUEUE_LABEL, None)
+    # Not the request's pods: out of its headless Service's endpoints.
+    job["spec"]["template"]["metadata"]["labels"].pop(REQUEST_LABEL, None)
     pod = job["spec"]["template"]["spec"]
     pod["terminationGracePeriodSeconds"] = 0
     pod.pop("subdomain", None)

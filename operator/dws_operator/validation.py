@@ -453,6 +453,11 @@ def segmented(spec: TrainingRequestSpec) -> bool:
 #: Segments a long run may take beyond its duration over what one window trains: a
 #: window also holds the wait for its VMs and the workload's start, so it trains less.
 SPARE_SEGMENTS = 2
+#: The most segments a run's duration may plan for at admission (the rest are spare).
+PLANNED_SEGMENTS = MAX_SEGMENTS - SPARE_SEGMENTS
+#: The minute a segment's stop comes before `stopBefore` (`reconcile.decision`'s
+#: STOP_LEAD_SECONDS): a window trains at most maxRunDuration less both.
+SEGMENT_LEAD_SECONDS = 60
 
 
 def most_segments(spec: TrainingRequestSpec) -> int:
@@ -514,12 +519,13 @@ def run_errors(spec: TrainingRequestSpec) -> list[SpecError]:
         found.append(SpecError(f"{RUN_PATH}.duration", SEGMENTS_NOT_CALENDAR))
     if spec.node_pool.existing:
         found.append(SpecError(f"{RUN_PATH}.duration", SEGMENTS_NOT_EXISTING))
-    if stop < window and duration > MAX_SEGMENTS * (window - stop):
+    trains = window - stop - timedelta(seconds=SEGMENT_LEAD_SECONDS)
+    if stop < window and duration > PLANNED_SEGMENTS * trains:
         found.append(
             SpecError(
                 f"{RUN_PATH}.duration",
-                f"needs more than {MAX_SEGMENTS} segments of provisioning.maxRunDuration "
-                "less run.stopBefore; raise maxRunDuration",
+                f"needs more than {PLANNED_SEGMENTS} segments of provisioning.maxRunDuration "
+                "less run.stopBefore and a minute; raise maxRunDuration",
             )
         )
     return found

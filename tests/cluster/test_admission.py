@@ -150,6 +150,14 @@ def test_a_long_run_is_accepted_with_its_defaults_and_immutable(
             )
         assert raised.value.status == 422
         assert "spec.run is immutable" in raised.value.body
+    # A run of one window, or with no duration, has no segment rule to break.
+    for run in (
+        {"stopBefore": "5m"},
+        {"duration": "40m", "stopBefore": "59m"},
+    ):
+        one = spec_body(gpu("nvidia-h100-80gb"), provisioning={"maxRunDuration": "1h"}, run=run)
+        assert spec_errors(TrainingRequestSpec.model_validate(one)) == []
+        create(api, namespace, manifest(_name(), one))
     # Added later, too: the pools' names were chosen without room for its segments.
     plain = create(api, namespace, manifest(_name(), spec_body(gpu("nvidia-h100-80gb"))), False)
     plain["spec"]["run"] = {"duration": "500h"}

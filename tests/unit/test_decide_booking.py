@@ -13,6 +13,7 @@ import pytest
 
 from dws_operator.api import BookingState, Phase, TrainingRequestStatus
 from dws_operator.reconcile import (
+    STOP_LEAD_SECONDS,
     CreateJob,
     CreateNodePool,
     DeleteJob,
@@ -24,7 +25,6 @@ from dws_operator.reconcile.actions import CancelBooking, SubmitBooking
 from dws_operator.reconcile.booking import (
     ADVICE_POLL_SECONDS,
     NO_WINDOW,
-    STOP_LEAD_SECONDS,
     advice_query,
     request_id_for,
 )

@@ -10,8 +10,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dws_operator.api import Phase, SegmentOutcome, TrainingRequestStatus
-from dws_operator.holder import PAUSE_IMAGE, holder_name
+from dws_operator.holder import PAUSE_IMAGE, holder_name, holder_segment
 from dws_operator.reconcile import (
+    STOP_LEAD_SECONDS,
     CreateHolder,
     CreateJob,
     CreateNodePool,
@@ -22,13 +23,14 @@ from dws_operator.reconcile import (
     OperationView,
     PoolView,
     ReconcileConfig,
+    ScaleNodePoolToZero,
     abandoned_pool_names,
     pool_name_for,
 )
 from dws_operator.reconcile.decision import PAST_DEADLINE_SECONDS
-from dws_operator.reconcile.segments import STOP_LEAD_SECONDS
+from dws_operator.reconcile.segments import SEGMENTS_USED_UP
 from dws_operator.workload import SEGMENT_END_ENV, SEGMENT_ENV, job_name
-from tests.builders import gpu, spec_body
+from tests.builders import gpu, spec_body, tpu
 from tests.unit.decisions import (
     CONFIG,
     KUEUE,
@@ -41,6 +43,7 @@ from tests.unit.decisions import (
     request,
     run,
     status_at,
+    with_,
 )
 
 #: Two hours a window, five hours of training: three segments.
@@ -361,3 +364,110 @@ def test_an_ended_run_deletes_its_holders() -> None:
     after = world(LONG, done.status, now=AHEAD + timedelta(minutes=6), complete=True)
     tidy = run(dataclasses.replace(after, holders=(holder_name(NAME, 2),)))
     assert holder_name(NAME, 2) in [d.name for d in only(tidy.actions, DeleteJob)]
+
+
+# -- review fixes ------------------------------------------------------------------------
+
+
+def test_a_long_runs_job_deadline_leaves_room_for_its_wait() -> None:
+    """The Job's own clock (from its start) must not end a segment the operator stops
+    later (counted from when its VMs came)."""
+    status = rolled().status
+    obs = world(LONG, status, now=STOP + timedelta(minutes=2))
+    [create] = only(run(dataclasses.replace(obs, job=None)).actions, CreateJob)
+    # maxRunDuration 2h and the default maxWaitDuration 24h.
+    assert create.manifest["spec"]["activeDeadlineSeconds"] == (2 + 24) * 3600
+    plain = spec_body(gpu("nvidia-h100-80gb", nodes=2), provisioning={"maxRunDuration": "2h"})
+    status = status_at(Phase.PROVISIONING, plain, job=None)
+    first = run(_fresh(plain, status))
+    [job] = only(first.actions, CreateJob)
+    assert job.manifest["spec"]["activeDeadlineSeconds"] == 2 * 3600
+
+
+def _fresh(body: dict[str, Any], status: TrainingRequestStatus) -> Observed:
+    view = request(body, status)
+    return Observed(
+        request=view,
+        now=T0,
+        pool=pool_for(body, name=pool_name_for(view)),
+        service_exists=True,
+    )
+
+
+def test_a_restart_after_the_next_capacity_was_held_lets_it_go() -> None:
+    status = running(SPOT)
+    obs = world(SPOT, status, now=STARTED + timedelta(minutes=30), failed=True, disrupted=True)
+    restarted = run(dataclasses.replace(obs, holders=(holder_name(NAME, 2),)))
+    after = world(SPOT, restarted.status, now=STARTED + timedelta(minutes=31), job=None)
+    decision = run(dataclasses.replace(after, job=None, holders=(holder_name(NAME, 2),)))
+    assert holder_name(NAME, 2) in [d.name for d in only(decision.actions, DeleteJob)]
+
+
+def test_a_ladder_step_left_mid_run_closes_its_segment() -> None:
+    ladder = spec_body(
+        gpu("nvidia-h100-80gb", nodes=2),
+        mode="Spot",
+        provisioning={"maxRunDuration": "2h", "fallback": [{"mode": "OnDemand"}]},
+        run={"duration": "5h"},
+        maxRestarts=0,
+    )
+    status = running(ladder)
+    lost = STARTED + timedelta(minutes=30)
+    decision = run(world(ladder, status, now=lost, failed=True, disrupted=True))
+    assert decision.status.step == 2
+    [first] = decision.status.segments or []
+    assert (first.outcome, first.stopped_at) == (SegmentOutcome.INTERRUPTED, lost)
+    assert decision.status.trained_seconds == 30 * 60.0
+
+
+def test_a_run_out_of_duration_waits_for_its_pods_before_its_pools_go() -> None:
+    status = running()
+    status.trained_seconds = 4 * 3600.0 + 55 * 60
+    failed = run(world(LONG, status, now=STARTED + timedelta(minutes=10)))
+    assert failed.status.phase == Phase.FAILED
+    # The workload is still there (its pods checkpointing): the pools wait.
+    again = run(world(LONG, failed.status, now=STARTED + timedelta(minutes=11)))
+    assert [d.foreground for d in only(again.actions, DeleteJob)] == [True]
+    assert only(again.actions, ScaleNodePoolToZero) == []
+    assert only(again.actions, DeleteNodePool) == []
+    gone = run(
+        dataclasses.replace(
+            world(LONG, failed.status, now=STARTED + timedelta(minutes=12)), job=None
+        )
+    )
+    assert only(gone.actions, ScaleNodePoolToZero) + only(gone.actions, DeleteNodePool)
+
+
+def test_a_run_that_takes_its_most_segments_says_so() -> None:
+    status = running()
+    status.segment = request(LONG).facts.segments
+    status.segments = [*(status.segments or [])]
+    status.segments[-1].segment = status.segment
+    decision = run(world(LONG, status, now=STOP))
+    assert (decision.status.message or "").startswith(SEGMENTS_USED_UP)
+
+
+def test_no_capacity_timeout_while_the_last_segment_checkpoints() -> None:
+    short = with_(
+        LONG, provisioning={"maxWaitDuration": "5m"}, run={**LONG["run"], "stopBefore": "10m"}
+    )
+    status = run(world(short, running(short), now=STOP, next_pool=True)).status
+    old = job_name(NAME, 0)
+    later = STOP + timedelta(minutes=8)
+    decision = run(world(short, status, now=later, stale=(old,), old_pool=True))
+    assert decision.status.phase == Phase.WAITING_FOR_CAPACITY
+
+
+def test_a_request_without_a_long_run_leaves_no_segment_pool_names_behind() -> None:
+    ladder = spec_body(tpu("v6e", "4x4"), provisioning={"fallback": [{"mode": "Spot"}]})
+    status = status_at(Phase.PROVISIONING, ladder, step=2)
+    names = abandoned_pool_names(request(ladder, status))
+    assert names
+    assert not [n for n in names if n.endswith("-r2")]
+
+
+def test_a_holder_name_is_never_a_requests_job_name() -> None:
+    assert holder_name(NAME, 2) == f"2-hold-{NAME}"
+    assert holder_segment(NAME, holder_name(NAME, 12)) == 12
+    assert holder_segment(NAME, job_name(NAME, 3)) is None
+    assert holder_segment("x", holder_name("x-y", 2)) is None

@@ -16,7 +16,6 @@ from datetime import timedelta
 from dws_operator.api.spec import (
     MAX_FALLBACK_STEPS,
     MAX_RUN_HOURS,
-    MAX_SEGMENTS,
     FallbackOrder,
 )
 from dws_operator.catalog import (
@@ -51,6 +50,8 @@ from dws_operator.validation import (
     FLEX_START_MODES,
     FLEX_START_UNSUPPORTED_GPUS,
     FLEX_START_UNSUPPORTED_TPUS,
+    PLANNED_SEGMENTS,
+    SEGMENT_LEAD_SECONDS,
     SEGMENTS_NOT_CALENDAR,
     SEGMENTS_NOT_EXISTING,
     TPU_ONE_ZONE,
@@ -622,12 +623,12 @@ def run_field_rules() -> list[Rule]:
     ahead_parses = f"size({ahead}) >= 2 && {ahead}.matches({lit(DURATION_PATTERN)})"
     return [
         Rule(
-            _duration_bounds("duration", "0s", f"{MAX_RUN_HOURS}h"),
+            "!has(self.duration) || " + _duration_bounds("duration", "0s", f"{MAX_RUN_HOURS}h"),
             f"duration must be more than 0s and at most {MAX_RUN_HOURS}h",
             ".duration",
         ),
         Rule(
-            _duration_bounds("stopBefore", "0s", "24h"),
+            "!has(self.stopBefore) || " + _duration_bounds("stopBefore", "0s", "24h"),
             "stopBefore must be more than 0s and at most 24h",
             ".stopBefore",
         ),
@@ -673,11 +674,13 @@ def run_rules() -> list[Rule]:
             ".run.duration",
         ),
         Rule(
-            f"!({readable}) || {_seconds(run + '.stopBefore')} >= {window_seconds} || "
-            f"{_seconds(run + '.duration')} <= {MAX_SEGMENTS} * "
-            f"({window_seconds} - {_seconds(run + '.stopBefore')})",
-            f"run.duration needs more than {MAX_SEGMENTS} segments of "
-            "provisioning.maxRunDuration less run.stopBefore; raise maxRunDuration",
+            f"!({readable}) || !({longer}) || "
+            f"{_seconds(run + '.stopBefore')} >= {window_seconds} || "
+            f"{_seconds(run + '.duration')} <= {PLANNED_SEGMENTS} * "
+            f"({window_seconds} - {_seconds(run + '.stopBefore')} - {SEGMENT_LEAD_SECONDS})",
+            f"run.duration needs more than {PLANNED_SEGMENTS} segments of "
+            "provisioning.maxRunDuration less run.stopBefore and a minute; raise "
+            "maxRunDuration",
             ".run.duration",
         ),
         Rule(

@@ -22,7 +22,6 @@ from dws_operator.reconcile.actions import (
 from dws_operator.reconcile.booking import (
     ADVICE_POLL_SECONDS,
     NO_WINDOW,
-    STOP_LEAD_SECONDS,
     AdviceQuery,
     BookingPlan,
     advice_query,
@@ -40,6 +39,7 @@ from dws_operator.reconcile.decision import (
     HELD_BACK_SECONDS,
     MAX_RECOVERIES,
     RUNNING_POLL_SECONDS,
+    STOP_LEAD_SECONDS,
     STUCK_AFTER_SECONDS,
     Decision,
     Event,

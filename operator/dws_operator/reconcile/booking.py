@@ -43,6 +43,7 @@ from dws_operator.reconcile.decision import (
     BLOCK_ENDED,
     BOOKING_POLL_SECONDS,
     PAST_DEADLINE_SECONDS,
+    STOP_LEAD_SECONDS,
     SUBMIT_POLL_SECONDS,
     Decision,
     Draft,
@@ -56,10 +57,6 @@ from dws_operator.reconcile.step import StepPlan, planned
 UNDER_REVIEW = frozenset({"DRAFTING", "PENDING_APPROVAL", "PENDING_AMENDMENT_APPROVAL"})
 REFUSED = frozenset({"DECLINED", "FAILED", "FAILED_PARTIALLY_FULFILLED", "CANCELLED"})
 DELIVERED = "FULFILLED"
-#: The workload is told to stop this much earlier than `stopBefore` asks, so that its
-#: pods get all of their grace period (`stopBefore`) whatever the pass that stops it
-#: takes: a timer's slack, a slow API server.
-STOP_LEAD_SECONDS = 60.0
 #: The reason a Calendar request without a window gives: Compute's advice found none
 #: between calendar.earliest and latest (yet, or at all).
 NO_WINDOW = "NoCalendarWindow"

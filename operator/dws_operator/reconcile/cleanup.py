@@ -38,6 +38,7 @@ from dws_operator.reconcile.decision import (
     soonest,
 )
 from dws_operator.reconcile.observed import PoolState, PoolView
+from dws_operator.validation import segmented
 from dws_operator.workload import service_name
 
 
@@ -76,13 +77,9 @@ def abandon(run: Draft) -> None:
 def clean_up(run: Draft, spec: TrainingRequestSpec) -> Decision:
     """After the work ends: stop what could still start, then ScaleToZero/Delete/Keep."""
     observed, status = run.observed, run.status
-    job = observed.job
-    pending = job is not None and job.ours and not (job.complete or job.failed)
-    if status.phase == Phase.FAILED and pending and job is not None:
-        # Pods still waiting for capacity must not start on nodes arriving later.
-        run.act(DeleteJob(job.name, run.request.facts.workload_kind))
-        if observed.service_exists:
-            run.act(DeleteService(service_name(run.request.name)))
+    stopping = _stop_pending(run, spec)
+    if stopping is not None:
+        return stopping
     grace = _block_grace(run)
     if grace is not None:
         # The pods stopped before a calendar block's end have until then (their grace
@@ -160,6 +157,25 @@ def clean_up(run: Draft, spec: TrainingRequestSpec) -> Decision:
     if run.decision.requeue_after != DRAIN_SECONDS:
         run.decision.requeue_after = None
     run.decision.requeue_after = soonest(run.decision.requeue_after, run.wake_by)
+    return run.decision
+
+
+def _stop_pending(run: Draft, spec: TrainingRequestSpec) -> Decision | None:
+    """A failed request's workload not finished is deleted: pods still waiting for
+    capacity must not start on nodes arriving later. A long run's (stopped at its end)
+    goes in the foreground, and the pools wait for it: its pods checkpoint on them."""
+    job = run.observed.job
+    pending = job is not None and job.ours and not (job.complete or job.failed)
+    if run.status.phase != Phase.FAILED or not pending or job is None:
+        return None
+    long_run = segmented(spec)
+    run.act(DeleteJob(job.name, run.request.facts.workload_kind, foreground=long_run))
+    if run.observed.service_exists:
+        run.act(DeleteService(service_name(run.request.name)))
+    if not long_run:
+        return None
+    _settle_operations(run)
+    run.decision.requeue_after = soonest(NODES_IN_USE_SECONDS, run.wake_by)
     return run.decision
 
 

@@ -89,7 +89,7 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
     if order_pending(run.request):
         return order_ladder(run, observed.step_estimates)
     spec, plan = result.spec, result.plan
-    _tidy(run, segmented(spec))
+    _tidy(run, result)
     if len(result.ladder) > 1:
         begin_attempt(run, result)
     run.condition(cond.VALID, "True", "Planned", f"{plan.nodes} x {plan.machine_type}")
@@ -164,7 +164,15 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
         # The workload could not be created yet (e.g. the API server refuses it for now).
         Phase.WAITING_FOR_CAPACITY,
     )
-    if still_provisioning and run.observed.job is None and timed_out(run, plan):
+    # A long run's next segment waits for the last one's workload to stop: not a wait
+    # for capacity that can run out.
+    checkpointing = segmented(spec) and bool(run.observed.stale_jobs)
+    if (
+        still_provisioning
+        and run.observed.job is None
+        and not checkpointing
+        and timed_out(run, plan)
+    ):
         return wait_ran_out(run, result)
     remaking = remake_pools(run)
     if remaking is not None:
@@ -175,9 +183,10 @@ def _decide(observed: Observed, config: ReconcileConfig) -> Decision:
     return ensure_workload(run, result, config)
 
 
-def _tidy(run: Draft, long_run: bool) -> None:
+def _tidy(run: Draft, step: StepPlan) -> None:
     """What the request left behind goes: the pools of steps (and segments) left, the
     workloads of earlier attempts, capacity holders no longer wanted."""
+    long_run = segmented(step.spec)
     # A long run's last segment's pools stay until its workload is gone: its pods have
     # their grace period to checkpoint on them.
     if not (long_run and run.observed.stale_jobs):
@@ -188,7 +197,7 @@ def _tidy(run: Draft, long_run: bool) -> None:
         # run's goes in the foreground: it is there until its pods are.
         run.act(DeleteJob(stale, run.request.facts.workload_kind, foreground=long_run))
     if run.observed.holders:
-        tidy_holders(run)
+        tidy_holders(run, step)
 
 
 def spec_steps(run: Draft) -> list[ProvisioningSpec]:

@@ -32,6 +32,11 @@ NEXT_STEP_SECONDS = 1.0
 NODES_IN_USE_SECONDS = 5.0
 #: A deadline is looked at this long after it passes, so the pass then sees it passed.
 PAST_DEADLINE_SECONDS = 1.0
+#: A workload stopped before its capacity ends (a calendar block's, a long run's window)
+#: is told to stop this much earlier than `stopBefore` asks, so that its pods get all of
+#: their grace period whatever the pass that stops it takes: a timer's slack, a slow API
+#: server.
+STOP_LEAD_SECONDS = 60.0
 #: How often Compute is asked again while Google reviews a booking, while a block that
 #: has started is being delivered, or while a cancel is on its way (nothing watches
 #: Compute).

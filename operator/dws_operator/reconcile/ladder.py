@@ -14,6 +14,7 @@ from dws_operator.reconcile.decision import (
     Event,
     shape,
 )
+from dws_operator.reconcile.segments import close_segment
 from dws_operator.reconcile.step import StepPlan
 
 
@@ -73,6 +74,7 @@ def next_step(run: Draft, step: StepPlan, outcome: AttemptOutcome, why: str) -> 
     on the new step and removes the old step's pools and workload as abandoned."""
     status, observed = run.status, run.observed
     run.end_attempt(outcome, why)
+    close_segment(status, run.now)
     here = describe_step(step.ladder[step.step])
     there = describe_step(step.ladder[step.step + 1])
     total = len(step.ladder)

@@ -38,10 +38,10 @@ from dws_operator.holder import holder_name, render_holder
 from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import CreateHolder, CreateNodePool, DeleteJob
-from dws_operator.reconcile.booking import STOP_LEAD_SECONDS
 from dws_operator.reconcile.decision import (
     NEXT_STEP_SECONDS,
     PAST_DEADLINE_SECONDS,
+    STOP_LEAD_SECONDS,
     Decision,
     Draft,
     Event,
@@ -59,6 +59,9 @@ from dws_operator.workload import RequestRef, uses_provisioning_request
 
 #: The reason a long run fails with when it used `run.duration` without finishing.
 RUN_DURATION_EXCEEDED = "RunDurationExceeded"
+#: ... and when it took the most segments it may (`RequestFacts.segments`) without
+#: using its duration (its windows trained less than planned).
+SEGMENTS_USED_UP = "SegmentsUsedUp"
 #: Segments kept in the status: the first and the latest.
 KEPT_SEGMENTS = 64
 
@@ -223,6 +226,14 @@ def _stop(run: Draft, step: StepPlan, record: Segment, window: Window) -> Decisi
     ends = rfc3339.seconds(window.ends)
     if window.last:
         record.outcome = SegmentOutcome.FAILED
+        used = status.trained_seconds >= RunTimes.of(step.spec).duration.total_seconds() - 1
+        if not used:
+            return run.fail(
+                SEGMENTS_USED_UP,
+                f"the workload ran {status.trained_seconds:.0f}s over {record.segment} "
+                "segments, the most this run may take, without finishing; its windows "
+                "trained less than maxRunDuration less stopBefore (raise maxRunDuration)",
+            )
         return run.fail(
             RUN_DURATION_EXCEEDED,
             f"the workload ran {status.trained_seconds:.0f}s over "
@@ -296,15 +307,21 @@ def holds_capacity(step: StepPlan) -> bool:
     return step.plan.slices == 1 and not uses_provisioning_request(step.spec.provisioning)
 
 
-def tidy_holders(run: Draft) -> None:
-    """Holders no longer wanted go: all once the request has ended; else every one but
-    the next segment's and (until its workload is made) the current one's."""
+def tidy_holders(run: Draft, step: StepPlan) -> None:
+    """Holders no longer wanted go: the current segment's once its workload is made; the
+    next segment's unless the current one runs past its time to ask for it (so not after
+    a restart, nor on a ladder step it was not made for); all once the request ended."""
     status = run.status
     segment = status.segment or 1
-    ended = status.phase in TERMINAL_PHASES
-    keep = set() if ended else {holder_name(run.request.name, segment + 1)}
-    if not ended and run.observed.job is None:
-        keep.add(holder_name(run.request.name, segment))
+    keep: set[str] = set()
+    record = current(status)
+    if status.phase not in TERMINAL_PHASES:
+        if run.observed.job is None:
+            keep.add(holder_name(run.request.name, segment))
+        if record is not None and record.started_at is not None and segmented(step.spec):
+            window = window_of(run, step, record)
+            if window.ahead_at is not None and run.now >= window.ahead_at:
+                keep.add(holder_name(run.request.name, segment + 1))
     for holder in run.observed.holders:
         if holder not in keep:
             run.act(DeleteJob(holder))
@@ -336,11 +353,7 @@ def interrupted(run: Draft) -> None:
     record = current(status)
     if record is None:
         return
-    record.stopped_at = run.now
-    record.outcome = SegmentOutcome.INTERRUPTED
-    if record.started_at is not None:
-        ran = (run.now - record.started_at).total_seconds()
-        status.trained_seconds = round((status.trained_seconds or 0.0) + max(ran, 0.0), 3)
+    close_segment(status, run.now)
     _append(
         status,
         Segment(
@@ -350,6 +363,19 @@ def interrupted(run: Draft) -> None:
             requested_at=run.now,
         ),
     )
+
+
+def close_segment(status: TrainingRequestStatus, now: datetime) -> None:
+    """The open segment ends Interrupted (its capacity given up: a ladder step left), its
+    running time counted; the next pass begins the segment again on the new step."""
+    record = current(status)
+    if record is None:
+        return
+    record.stopped_at = now
+    record.outcome = SegmentOutcome.INTERRUPTED
+    if record.started_at is not None:
+        ran = (now - record.started_at).total_seconds()
+        status.trained_seconds = round((status.trained_seconds or 0.0) + max(ran, 0.0), 3)
 
 
 def settle(status: TrainingRequestStatus, now: datetime) -> None:

@@ -113,10 +113,11 @@ def abandoned_pool_names(request: RequestView) -> tuple[str, ...]:
         return ()
     facts, slices = request.facts, request.facts.slices
     # An earlier step's segments up to the next one's (made ahead, then the step left).
+    ahead = min(segment + 1, facts.segments)
     names = [
         name
         for step in range(current + 1)
-        for past in range(1, segment + 2 if step < current else segment)
+        for past in range(1, ahead + 1 if step < current else segment)
         for name in slice_pool_names(_base(facts, step, past), slices)
     ]
     if ended:

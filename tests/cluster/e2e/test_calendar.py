@@ -17,8 +17,7 @@ from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.controller import OperatorThread
 from dws_operator.gke.bookings import BookingClient
 from dws_operator.gke.compute_rest import connect_compute
-from dws_operator.reconcile import BookingPlan
-from dws_operator.reconcile.booking import STOP_LEAD_SECONDS
+from dws_operator.reconcile import STOP_LEAD_SECONDS, BookingPlan
 from dws_workshop.emulator import MethodFaults
 from dws_workshop.emulator.config import CalendarReview
 from dws_workshop.sandbox.session import sandbox_cluster
