@@ -37,13 +37,13 @@ from dws_operator.reconcile.decision import (
     timed_out,
 )
 from dws_operator.reconcile.estimates import show_estimate
+from dws_operator.reconcile.holders import tidy_holders
 from dws_operator.reconcile.ladder import begin_attempt, next_step, wait_ran_out
 from dws_operator.reconcile.observed import Observed
 from dws_operator.reconcile.order import order_ladder, order_pending
 from dws_operator.reconcile.policy import policy_gate
 from dws_operator.reconcile.pools import ensure_pools, gke_too_old, zones_outside
 from dws_operator.reconcile.segments import settle as settle_segments
-from dws_operator.reconcile.segments import tidy_holders
 from dws_operator.reconcile.step import StepPlan, planned
 from dws_operator.reconcile.stuck import remake_pools
 from dws_operator.reconcile.tally import account_lost_time, account_phase_time, tally

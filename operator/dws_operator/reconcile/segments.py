@@ -307,26 +307,6 @@ def holds_capacity(step: StepPlan) -> bool:
     return step.plan.slices == 1 and not uses_provisioning_request(step.spec.provisioning)
 
 
-def tidy_holders(run: Draft, step: StepPlan) -> None:
-    """Holders no longer wanted go: the current segment's once its workload is made; the
-    next segment's unless the current one runs past its time to ask for it (so not after
-    a restart, nor on a ladder step it was not made for); all once the request ended."""
-    status = run.status
-    segment = status.segment or 1
-    keep: set[str] = set()
-    record = current(status)
-    if status.phase not in TERMINAL_PHASES:
-        if run.observed.job is None:
-            keep.add(holder_name(run.request.name, segment))
-        if record is not None and record.started_at is not None and segmented(step.spec):
-            window = window_of(run, step, record)
-            if window.ahead_at is not None and run.now >= window.ahead_at:
-                keep.add(holder_name(run.request.name, segment + 1))
-    for holder in run.observed.holders:
-        if holder not in keep:
-            run.act(DeleteJob(holder))
-
-
 def waiting_for_the_last_segment(run: Draft) -> Decision | None:
     """The next segment's workload waits until the last one's is gone (its pods have
     checkpointed and exited): two segments never run at once."""
