@@ -29,7 +29,7 @@ from kubernetes import client as k8s
 
 from dws_operator import rfc3339
 from dws_operator.api import GROUP, PLURAL, VERSION
-from dws_operator.controller import OperatorConfig, OperatorThread, OperatorTime
+from dws_operator.controller import OperatorThread
 from dws_operator.durations import parse_duration
 from dws_workshop.devcluster import DevCluster, DevClusterOptions
 from dws_workshop.devcluster.crds import install_training_request_crd
@@ -37,6 +37,7 @@ from dws_workshop.devcluster.stages import kwok_config
 from dws_workshop.emulator import ClusterConfig, EmulatorConfig, EmulatorThread
 from dws_workshop.emulator.clock import SimClock
 from dws_workshop.emulator.config import DEFAULT_CLUSTER
+from dws_workshop.sandbox.emulated_operator import emulated_config, on_emulator_clock
 from dws_workshop.sandbox.pacing import rollover_due
 from dws_workshop.simulator.autoscaler import Autoscaler
 from dws_workshop.simulator.scenario import CapacityRule, SimScenario
@@ -153,15 +154,12 @@ def _stack(
         autoscaler = stack.enter_context(
             Autoscaler(emulator, cluster.kubeconfig, SimScenario(capacity=capacity), clock=clock)
         )
-        config = OperatorConfig(
-            project=DEFAULT_CLUSTER.split("/")[1],
-            location=DEFAULT_CLUSTER.split("/")[3],
-            cluster=DEFAULT_CLUSTER.rsplit("/", 1)[-1],
-            gke_endpoint=emulator.endpoint,
-            compute_endpoint=emulator.compute_endpoint,
+        config = emulated_config(
+            emulator,
+            DEFAULT_CLUSTER,
             metrics_port=0,
             metrics_address="127.0.0.1",
-            time=OperatorTime(now=clock.utc, speed=lambda: clock.factor, longest_wait=1.0),
+            time=on_emulator_clock(emulator),
         )
         stack.enter_context(OperatorThread(config, kubeconfig=cluster.kubeconfig))
         yield api, clock, autoscaler

@@ -25,7 +25,7 @@ from kubernetes import client as k8s
 from dws_operator import rfc3339
 from dws_operator.api import GROUP, PLURAL, TERMINAL_PHASES, VERSION
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
-from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread, OperatorTime
+from dws_operator.controller import KueueMode, OperatorThread
 from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.durations import parse_duration
 from dws_operator.kueue_objects import LOCAL_QUEUE as QUEUE
@@ -40,6 +40,7 @@ from dws_workshop.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_workshop.devcluster.stages import kwok_config
 from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterConfig, EmulatorConfig, EmulatorThread
 from dws_workshop.emulator.clock import SimClock
+from dws_workshop.sandbox.emulated_operator import emulated_config, on_emulator_clock
 from dws_workshop.sandbox.pacing import skip_to_the_rollover
 from dws_workshop.sandbox.progress import ProgressLog, Snapshot, StepView
 from dws_workshop.sandbox.rollover_bench import finish_of
@@ -162,12 +163,9 @@ class Sandbox:
                     clock=emulator.sim_clock if long_run else None,
                 )
             )
-            config = OperatorConfig(
-                project="dws-sandbox",
-                location=gke_cluster.split("/")[3],
-                cluster=gke_cluster.rsplit("/", 1)[-1],
-                gke_endpoint=emulator.endpoint,
-                compute_endpoint=emulator.compute_endpoint,
+            config = emulated_config(
+                emulator,
+                gke_cluster,
                 kueue=KueueMode.REQUIRED if kueue else KueueMode.DISABLED,
                 default_queue=QUEUE if kueue else None,
                 queued_queue=QUEUED_QUEUE if kueue else None,
@@ -176,8 +174,7 @@ class Sandbox:
             )
             clock = emulator.sim_clock
             if start is not None or long_run:
-                time_ = OperatorTime(now=clock.utc, speed=lambda: clock.factor, longest_wait=1.0)
-                config = replace(config, time=time_)
+                config = replace(config, time=on_emulator_clock(emulator))
             if long_run:
                 self.say(
                     "dws-operator dev: a long run: the sandbox's clock runs a simulated minute "

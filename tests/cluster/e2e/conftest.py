@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 
-from dws_operator.controller import KueueMode, OperatorConfig, OperatorThread, OperatorTime
+from dws_operator.controller import KueueMode, OperatorThread
 from dws_workshop.devcluster import DevCluster
 from dws_workshop.devcluster.jobset import JobSetManager
 from dws_workshop.devcluster.kueue import KueueManager
@@ -22,6 +22,7 @@ from dws_workshop.emulator import (
     EmulatorConfig,
     EmulatorThread,
 )
+from dws_workshop.sandbox.emulated_operator import emulated_config, on_emulator_clock
 from dws_workshop.simulator.autoscaler import Autoscaler
 from dws_workshop.simulator.scenario import SimScenario
 from tests.cluster.namespaces import fresh_namespace
@@ -111,12 +112,9 @@ def stack(
                     clock=emulator.sim_clock if emulator_clock is not None else None,
                 )
             )
-            config = OperatorConfig(
-                project=cluster.split("/")[1],
-                location=cluster.split("/")[3],
-                cluster=cluster.rsplit("/", 1)[-1],
-                gke_endpoint=emulator.endpoint,
-                compute_endpoint=emulator.compute_endpoint,
+            config = emulated_config(
+                emulator,
+                cluster,
                 kueue=kueue,
                 default_queue=queue,
                 queued_queue=queued_queue,
@@ -124,9 +122,7 @@ def stack(
                 namespaces=(e2e_namespace,),
             )
             if emulator_clock is not None:
-                clock = emulator.sim_clock
-                time = OperatorTime(now=clock.utc, speed=lambda: clock.factor, longest_wait=1.0)
-                config = dataclasses.replace(config, time=time)
+                config = dataclasses.replace(config, time=on_emulator_clock(emulator))
             if operator:
                 resources.enter_context(
                     OperatorThread(config, kubeconfig=simcluster_e2e.kubeconfig)
