@@ -11,8 +11,8 @@ from kubernetes import client as k8s
 
 from dws_operator.controller import kube as kube_module
 from dws_operator.controller.kube import Conflict, Connection, Invalid, KubeApi, Listed, NotFound
-from dws_operator.controller.login import in_cluster, log_in
-from dws_operator.controller.transport import ApiError
+from dws_operator.kubekit.login import in_cluster, log_in
+from dws_operator.kubekit.transport import ApiError
 from dws_operator.workload import REQUEST_LABEL
 from dws_workshop.devcluster import DevCluster
 from tests.polling import eventually

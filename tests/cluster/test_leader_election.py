@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from dws_operator.controller.fence import LeaseLost
 from dws_operator.controller.kube import Conflict, KubeApi, connect
-from dws_operator.controller.leader import LeaderElector, LeaseSettings
+from dws_operator.kubekit.fence import LeaseLost
+from dws_operator.kubekit.leader import LeaderElector, LeaseSettings
 from dws_workshop.devcluster import DevCluster
 from tests.clocks import ManualClock
 from tests.polling import until

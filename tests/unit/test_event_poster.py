@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from dws_operator.controller.events import EventPoster
 from dws_operator.controller.kube import KubeApi
+from dws_operator.kubekit.events import EventPoster
 
 
 class _Recorder(KubeApi):

@@ -8,11 +8,11 @@ import socket
 
 import pytest
 
-from dws_operator.controller.fence import Fence, LeaseLost
 from dws_operator.controller.kube import KubeApi
-from dws_operator.controller.leader import LeaderElector, LeaseSettings
-from dws_operator.controller.login import Login
-from dws_operator.controller.transport import Connection
+from dws_operator.kubekit.fence import Fence, LeaseLost
+from dws_operator.kubekit.leader import LeaderElector, LeaseSettings
+from dws_operator.kubekit.login import Login
+from dws_operator.kubekit.transport import Connection
 
 
 class Renewals:

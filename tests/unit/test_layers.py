@@ -172,3 +172,32 @@ def test_the_reconciler_writes_status_only_where_passes_count_it() -> None:
     assert (
         "patch_status" not in (OPERATOR / "dws_operator" / "controller" / "observe.py").read_text()
     )
+
+
+KIT = sorted(
+    f"dws_operator.kubekit.{path.stem}"
+    for path in (OPERATOR / "dws_operator" / "kubekit").glob("*.py")
+    if path.stem != "__init__"
+)
+#: Words of the operator's domain the generic Kubernetes kit must not know.
+DOMAIN_WORDS = ("TrainingRequest", "trainingrequest", "Kueue", "kueue", "dws-", "DWS_", "node pool")
+
+
+def test_the_kit_is_found() -> None:
+    assert {"dws_operator.kubekit.transport", "dws_operator.kubekit.leader"} <= set(KIT)
+
+
+@pytest.mark.parametrize("module", KIT)
+def test_the_kubernetes_kit_knows_nothing_of_the_operator(module: str) -> None:
+    """The kit (login, transport, work queue, fence, leader election, Events) reaches
+    only itself and rfc3339 of the product, and names none of its domain."""
+    ours = {
+        name
+        for name in reached_from(module)
+        if name.startswith("dws_operator") and name != "dws_operator"
+    }
+    assert ours <= {*KIT, "dws_operator.kubekit", "dws_operator.rfc3339"}, ours
+    source = source_of(module)
+    assert source is not None
+    text = source.read_text()
+    assert [w for w in DOMAIN_WORDS if w in text] == []

@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from dws_operator import rfc3339
-from dws_operator.controller import login as login_module
+from dws_operator.kubekit import login as login_module
 from dws_operator.controller.kube import KubeApi
-from dws_operator.controller.login import Login, LoginError, in_cluster, log_in
-from dws_operator.controller.transport import Connection
+from dws_operator.kubekit.login import Login, LoginError, in_cluster, log_in
+from dws_operator.kubekit.transport import Connection
 
 PLUGIN = """
 import json, os, sys

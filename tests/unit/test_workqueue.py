@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from dws_operator.controller.workqueue import MAX_BACKOFF_SECONDS, WorkQueue, run_workers
+from dws_operator.kubekit.workqueue import MAX_BACKOFF_SECONDS, WorkQueue, run_workers
 from tests.clocks import ManualClock
 
 

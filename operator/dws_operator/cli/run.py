@@ -12,8 +12,8 @@ from typing import Any
 import kopf
 
 from dws_operator.controller import ConfigError, OperatorConfig, run_operator
-from dws_operator.controller.leader import LeaseSettings
 from dws_operator.controller.logs import configure_logging
+from dws_operator.kubekit.leader import LeaseSettings
 
 
 def register(commands: Any) -> None:

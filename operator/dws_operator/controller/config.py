@@ -12,16 +12,15 @@ from enum import StrEnum
 
 from dws_operator.api.base import DNS_LABEL_PATTERN
 from dws_operator.controller.history import DEFAULT_NAME as DEFAULT_HISTORY_NAME
-from dws_operator.controller.leader import (
+from dws_operator.gke.pool_defaults import PoolDefaults, PoolDefaultsError, parse_pool_defaults
+from dws_operator.kubekit.leader import (
     LEASE_DURATION_SECONDS,
-    LEASE_NAME,
     RENEW_DEADLINE_SECONDS,
     RETRY_PERIOD_SECONDS,
     LeaseSettings,
     default_identity,
     default_namespace,
 )
-from dws_operator.gke.pool_defaults import PoolDefaults, PoolDefaultsError, parse_pool_defaults
 from dws_operator.reconcile import MAX_RECOVERIES, RUNNING_POLL_SECONDS, STUCK_AFTER_SECONDS
 
 _PROJECT_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
@@ -46,6 +45,10 @@ class KueueMode(StrEnum):
 
 class ConfigError(ValueError):
     """A missing or malformed operator setting."""
+
+
+#: The operator's Lease (every replica competes for it), unless DWS_LEASE_NAME says.
+LEASE_NAME = "dws-operator"
 
 
 @dataclass(frozen=True)

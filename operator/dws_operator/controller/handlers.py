@@ -24,11 +24,11 @@ from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.config import KueueMode, OperatorConfig
 from dws_operator.controller.kube import LOCAL_QUEUES, POLICIES, WORKLOADS, KubeApi, connect
-from dws_operator.controller.login import log_in
 from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.controller.reconciler import FINALIZER
 from dws_operator.controller.runtime import Controller, build_controller
 from dws_operator.gke import GkeError
+from dws_operator.kubekit.login import log_in
 from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
 from dws_operator.kueue_versions import unsupported_kueue
 from dws_operator.multislice import (

@@ -21,9 +21,9 @@ from urllib.parse import quote
 from dws_operator import rfc3339
 from dws_operator.api import GROUP, KIND, PLURAL, VERSION
 from dws_operator.api.policy import POLICY_PLURAL
-from dws_operator.controller.fence import FENCE
-from dws_operator.controller.transport import ApiError, Conflict, Connection, Invalid, NotFound
 from dws_operator.identity import FIELD_MANAGER
+from dws_operator.kubekit.fence import FENCE
+from dws_operator.kubekit.transport import ApiError, Conflict, Connection, Invalid, NotFound
 from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
 from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 

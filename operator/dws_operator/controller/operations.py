@@ -30,12 +30,12 @@ from enum import IntEnum
 
 from dws_operator import rfc3339
 from dws_operator.controller.cache import Key
-from dws_operator.controller.fence import FENCE, LeaseLost
 from dws_operator.controller.line import Entry, FairLine
 from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.gke import GkeError, NodePoolClient, classify_status
 from dws_operator.gke.client import Operation
 from dws_operator.gke.errors import status_code
+from dws_operator.kubekit.fence import FENCE, LeaseLost
 from dws_operator.reconcile import OperationView
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from dws_operator.api import Phase, TrainingRequestStatus
 from dws_operator.controller.bookings import BookingConnector, Bookings
 from dws_operator.controller.cache import Key
-from dws_operator.controller.events import EventPoster
 from dws_operator.controller.history import CapacityHistory
 from dws_operator.controller.kube import Conflict, Invalid, NotFound, WorkloadRejected
 from dws_operator.controller.lazy import OnFirstUse
@@ -47,6 +46,7 @@ from dws_operator.gke.slice_pool import (
     slice_pool_labels,
     workload_policy_topology,
 )
+from dws_operator.kubekit.events import EventPoster
 from dws_operator.multislice import JOBSET_KIND, JOBSET_PLURAL
 from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import (

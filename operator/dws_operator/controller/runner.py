@@ -17,12 +17,12 @@ import kopf
 from aiohttp import web
 
 from dws_operator.controller.config import OperatorConfig
-from dws_operator.controller.fence import FENCE, LeaseLost
 from dws_operator.controller.handlers import EventMemories, build_registry
 from dws_operator.controller.kube import KubeApi, connect
-from dws_operator.controller.leader import LeaderElector, LeaseSettings
 from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.gke.pool_defaults import default_service_account_warning
+from dws_operator.kubekit.fence import FENCE, LeaseLost
+from dws_operator.kubekit.leader import LeaderElector, LeaseSettings
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,6 @@ from dws_operator.api import PLURAL, TERMINAL_PHASES
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.cache import Key, KubeCache, key_of
 from dws_operator.controller.config import OperatorConfig, OperatorTime
-from dws_operator.controller.fence import FENCE, LeaseLost
 from dws_operator.controller.history import FLUSH_SECONDS, CapacityHistory
 from dws_operator.controller.kube import (
     LOCAL_QUEUES,
@@ -30,7 +29,6 @@ from dws_operator.controller.kube import (
     Connection,
     KubeApi,
 )
-from dws_operator.controller.login import LoginError
 from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.controller.observe import FactsMemo, Sources
 from dws_operator.controller.operations import OperationScheduler, PoolOperation, Priority
@@ -38,7 +36,6 @@ from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.controller.reconciler import Reconciler
 from dws_operator.controller.reuse import PoolShelf
 from dws_operator.controller.workloads import workload_owner
-from dws_operator.controller.workqueue import WorkQueue, run_workers
 from dws_operator.gke import (
     BookingClient,
     ComputeApis,
@@ -49,6 +46,9 @@ from dws_operator.gke import (
 )
 from dws_operator.gke import connect as connect_gke
 from dws_operator.gke.client import RetryPolicy
+from dws_operator.kubekit.fence import FENCE, LeaseLost
+from dws_operator.kubekit.login import LoginError
+from dws_operator.kubekit.workqueue import WorkQueue, run_workers
 from dws_operator.multislice import JOBSET_NAME_LABEL, JOBSET_PLURAL
 from dws_operator.reconcile import ReconcileConfig, step_pool_names
 from dws_operator.workload import REQUEST_LABEL

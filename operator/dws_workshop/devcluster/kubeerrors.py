@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 from kubernetes.client.exceptions import ApiException
 
-from dws_operator.controller.transport import (
+from dws_operator.kubekit.transport import (
     ApiError,
     Busy,
     Conflict,

@@ -35,7 +35,7 @@ from kubernetes import client as k8s
 
 from dws_operator.api import API_VERSION, GROUP, KIND, PLURAL, TERMINAL_PHASES, VERSION
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
-from dws_operator.controller.leader import LEASE_NAME
+from dws_operator.controller.config import LEASE_NAME
 from dws_operator.gke.labels import NAME_LABEL
 from dws_workshop.devcluster.kubeerrors import NotFound, typed_errors
 from dws_workshop.devcluster.stages import SIM_DURATION_ANNOTATION

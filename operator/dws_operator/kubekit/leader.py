@@ -37,8 +37,9 @@ from typing import Any, Protocol
 import aiohttp
 
 from dws_operator import rfc3339
-from dws_operator.controller.fence import LeaseLost
-from dws_operator.controller.kube import ApiError, Conflict, KubeApi, NotFound
+from dws_operator.kubekit.api import Caller
+from dws_operator.kubekit.fence import LeaseLost
+from dws_operator.kubekit.transport import ApiError, Conflict, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,8 @@ RETRY_PERIOD_SECONDS = 2.0
 #: A candidate waits `retry_period` times up to this much more (client-go's JitterFactor),
 #: so replicas started together do not ask in lockstep.
 JITTER = 1.2
-LEASE_NAME = "dws-operator"
+#: A Lease named after nothing in particular, when its holder names none.
+LEASE_NAME = "leader"
 #: Where a pod finds its own namespace.
 _SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -134,7 +136,7 @@ class LeaderElector:
 
     def __init__(
         self,
-        kube: KubeApi,
+        kube: Caller,
         settings: LeaseSettings,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),

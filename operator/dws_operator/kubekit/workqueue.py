@@ -1,7 +1,7 @@
 """A work queue of request keys, as controller-runtime's: each key is waited for once,
 handled by one worker at a time, and handled again if it changed meanwhile.
 
-Watch events, GKE snapshot changes and deadlines all end in `add` or `add_after`; a
+Watch events, changes seen elsewhere and deadlines all end in `add` or `add_after`; a
 thousand events about one request while it waits make one pass, not a thousand. A key
 being handled that is added again is handled once more when its worker is done, so
 no change is lost and no two workers ever decide about the same request at once.

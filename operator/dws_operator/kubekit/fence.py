@@ -4,7 +4,7 @@ Without leader election a process always may. With it, only while its Lease's la
 renewal is younger than the renew deadline. The renewing task alone is not enough: a
 process paused past its lease (a stopped VM, a frozen container) resumes with every
 timer due at once, and a reconcile pass may run before the renewing task notices. So
-every mutation (a GKE operation's call, a Kubernetes write) asks the fence first; a late
+every mutation (a call to a cloud API, a Kubernetes write) asks the fence first; a late
 one ends the process instead.
 """
 

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dws_operator.controller.kube import KubeApi
+from dws_operator.kubekit.api import EventWriter
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class _Event:
 class EventPoster:
     def __init__(
         self,
-        kube: KubeApi,
+        kube: EventWriter,
         rate: float = RATE,
         burst: int = BURST,
         backlog: int = BACKLOG,
@@ -60,7 +60,7 @@ class EventPoster:
         self._filled_at = clock()
 
     def post(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
-        """Queue an Event about `involved` (a TrainingRequest body); never blocks."""
+        """Queue an Event about `involved` (an object's body); never blocks."""
         metadata = involved.get("metadata") or {}
         # Only what the Event names of its object: the body itself may be large.
         about = {

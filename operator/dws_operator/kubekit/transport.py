@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 
 from dws_operator import rfc3339
-from dws_operator.controller.login import Login, log_in
+from dws_operator.kubekit.login import Login, log_in
 
 __all__ = ["ApiError", "Busy", "Conflict", "Connection", "Invalid", "NotFound", "api_error"]
 
@@ -196,7 +196,7 @@ def _tls(login: Login) -> ssl.SSLContext:
     if login.certificate_data and login.private_key_data:
         # ssl loads a client certificate only from files: written to a private
         # directory, loaded, and gone again before anything else runs.
-        with tempfile.TemporaryDirectory(prefix="dws-login-") as private:
+        with tempfile.TemporaryDirectory(prefix="kube-login-") as private:
             certificate, key = Path(private) / "tls.crt", Path(private) / "tls.key"
             certificate.write_bytes(login.certificate_data)
             key.touch(mode=0o600)
