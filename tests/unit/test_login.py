@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from dws_operator import rfc3339
-from dws_operator.kubekit import login as login_module
 from dws_operator.controller.kube import KubeApi
+from dws_operator.kubekit import login as login_module
 from dws_operator.kubekit.login import Login, LoginError, in_cluster, log_in
 from dws_operator.kubekit.transport import Connection
 
