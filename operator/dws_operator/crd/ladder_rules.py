@@ -4,7 +4,7 @@ step but the last."""
 
 from __future__ import annotations
 
-from dws_operator.api.spec import MAX_FALLBACK_STEPS
+from dws_operator.api.provisioning import MAX_FALLBACK_STEPS
 from dws_operator.catalog import ProvisioningMode
 from dws_operator.crd.rule import Rule, lit, lits
 from dws_operator.durations import DURATION_PATTERN

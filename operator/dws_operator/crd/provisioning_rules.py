@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from dws_operator.api.spec import FallbackOrder
+from dws_operator.api.provisioning import FallbackOrder
 from dws_operator.catalog import MAX_RUN_DURATION_SECONDS, ProvisioningMode
 from dws_operator.crd.rule import Rule, duration_bounds, lit, lits
 from dws_operator.durations import format_duration
