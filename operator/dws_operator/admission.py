@@ -24,7 +24,7 @@ from typing import Any
 from dws_operator.api import GROUP, KIND, PLURAL
 from dws_operator.api.policy import POLICY_API_VERSION, POLICY_KIND
 from dws_operator.catalog import GPU_ACCELERATORS, TPU_GENERATIONS, default_machine_type
-from dws_operator.crd.cel import lit
+from dws_operator.crd.rule import lit
 from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL
 from dws_operator.workload import REQUEST_LABEL
 

@@ -10,7 +10,7 @@ import yaml
 
 from dws_operator.catalog import TPU_GENERATIONS, default_machine_type
 from dws_operator.crd import custom_resource_definition, render_crd_yaml
-from dws_operator.crd.cel import _single_hosts
+from dws_operator.crd.accelerator_rules import _single_hosts
 from dws_operator.crd.schema import SchemaError, at_path
 from dws_operator.validation import slice_errors
 from tests.builders import make_spec, tpu

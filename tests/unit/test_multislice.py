@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from dws_operator.api import Phase, TrainingRequestSpec, TrainingRequestStatus
-from dws_operator.api.spec import MAX_RESTARTS, MAX_SLICES
+from dws_operator.api.accelerator import MAX_SLICES
+from dws_operator.api.spec import MAX_RESTARTS
 from dws_operator.kube_types import JobSet
 from dws_operator.multislice import (
     JOBSET_KIND,

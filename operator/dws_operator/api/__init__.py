@@ -1,5 +1,6 @@
 """The TrainingRequest API (dws-operator.dev/v1alpha1): pydantic models, the source of the CRD."""
 
+from dws_operator.api.accelerator import AcceleratorSpec, GpuSpec, TpuSpec
 from dws_operator.api.base import (
     API_VERSION,
     GROUP,
@@ -10,19 +11,18 @@ from dws_operator.api.base import (
     VERSION,
     ApiModel,
 )
+from dws_operator.api.provisioning import (
+    CalendarBlock,
+    FallbackOrder,
+    FallbackStep,
+    ProvisioningSpec,
+)
 from dws_operator.api.spec import (
     MAX_RUN_HOURS,
     MAX_SEGMENTS,
-    AcceleratorSpec,
-    CalendarBlock,
     CleanupPolicy,
-    FallbackOrder,
-    FallbackStep,
-    GpuSpec,
     NodePoolPolicy,
-    ProvisioningSpec,
     RunSpec,
-    TpuSpec,
     TrainingRequestSpec,
 )
 from dws_operator.api.status import (

@@ -8,8 +8,10 @@ from typing import Literal
 
 from pydantic import Field
 
+from dws_operator.api.accelerator import MAX_SLICES
 from dws_operator.api.base import ApiModel
-from dws_operator.api.spec import MAX_FALLBACK_STEPS, MAX_SEGMENTS, MAX_SLICES
+from dws_operator.api.provisioning import MAX_FALLBACK_STEPS
+from dws_operator.api.spec import MAX_SEGMENTS
 
 
 class Phase(StrEnum):
