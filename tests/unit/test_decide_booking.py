@@ -22,12 +22,8 @@ from dws_operator.reconcile import (
 )
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import CancelBooking, SubmitBooking
-from dws_operator.reconcile.booking import (
-    ADVICE_POLL_SECONDS,
-    NO_WINDOW,
-    advice_query,
-    request_id_for,
-)
+from dws_operator.reconcile.advice import ADVICE_POLL_SECONDS, NO_WINDOW, advice_query
+from dws_operator.reconcile.booking import request_id_for
 from dws_operator.reconcile.cleanup import SUBMIT_SETTLE_SECONDS
 from dws_operator.reconcile.decision import BOOKING_REFUSED, CANCEL_REFUSED
 from dws_operator.reconcile.observed import AdviceView, BookingView, CalendarWindow, Observed

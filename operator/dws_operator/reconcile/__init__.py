@@ -19,15 +19,14 @@ from dws_operator.reconcile.actions import (
     SubmitBooking,
     TakeOverNodePool,
 )
-from dws_operator.reconcile.booking import (
+from dws_operator.reconcile.advice import (
     ADVICE_POLL_SECONDS,
     NO_WINDOW,
     AdviceQuery,
-    BookingPlan,
     advice_query,
-    plan_booking,
     query_for,
 )
+from dws_operator.reconcile.booking import BookingPlan, plan_booking
 from dws_operator.reconcile.conditions import ADMITTED
 from dws_operator.reconcile.decide import decide
 from dws_operator.reconcile.decision import (

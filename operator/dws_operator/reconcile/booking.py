@@ -19,20 +19,17 @@ get SIGTERM and that long to checkpoint before Compute takes the VMs back.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
 from dws_operator import rfc3339
 from dws_operator.api import (
-    TERMINAL_PHASES,
     AttemptOutcome,
     BookingState,
     BookingStatus,
     Phase,
     TrainingRequestSpec,
-    TrainingRequestStatus,
 )
 from dws_operator.catalog import TPU_GENERATIONS
 from dws_operator.durations import format_duration, parse_duration
@@ -50,19 +47,13 @@ from dws_operator.reconcile.decision import (
     ReconcileConfig,
 )
 from dws_operator.reconcile.ladder import next_step
-from dws_operator.reconcile.observed import BookingView, RequestView
-from dws_operator.reconcile.step import StepPlan, planned
+from dws_operator.reconcile.observed import BookingView
+from dws_operator.reconcile.step import StepPlan
 
 #: Compute's procurement states, as the decision reads them.
 UNDER_REVIEW = frozenset({"DRAFTING", "PENDING_APPROVAL", "PENDING_AMENDMENT_APPROVAL"})
 REFUSED = frozenset({"DECLINED", "FAILED", "FAILED_PARTIALLY_FULFILLED", "CANCELLED"})
 DELIVERED = "FULFILLED"
-#: The reason a Calendar request without a window gives: Compute's advice found none
-#: between calendar.earliest and latest (yet, or at all).
-NO_WINDOW = "NoCalendarWindow"
-#: How often Compute's advice is asked again while it finds no window: every ask is a
-#: call on the project's Compute quota, and windows open as other blocks are booked.
-ADVICE_POLL_SECONDS = 600.0
 #: Derives a booking's `requestId` from the request's uid.
 _REQUEST_ID_NAMESPACE = uuid.UUID("8d4bd1f4-3c3e-4d65-9a3b-5f0c1e6f2a11")
 
@@ -102,126 +93,6 @@ class BookingPlan:
 
 def request_id_for(uid: str) -> str:
     return str(uuid.uuid5(_REQUEST_ID_NAMESPACE, uid))
-
-
-@dataclass(frozen=True)
-class AdviceQuery:
-    """What Compute's calendar-mode advice is asked: when, between `earliest` and
-    `latest`, a block of `count` (VMs or chips) lasting `duration` can start in `zone`."""
-
-    zone: str
-    earliest: datetime
-    latest: datetime
-    duration: timedelta
-    count: int
-    machine_type: str
-    #: Compute's VM family of a TPU block; None for GPU VMs.
-    tpu_family: str | None
-    #: The region's other zones the operator knows of (the cluster's node locations, the
-    #: calendar zones of a TPU family): denied to the advice, which otherwise considers
-    #: every zone it is not told to leave out and may answer for another.
-    other_zones: tuple[str, ...] = ()
-
-
-def advice_query(request: RequestView, now: datetime) -> AdviceQuery | None:
-    """What to ask Compute's advice this pass, for a Calendar request that lets the
-    operator pick its start (calendar.earliest and latest): while it is on its Calendar
-    step, live, and has no window of its own yet, or only one it showed and did not
-    submit whose start has come. None otherwise: a window once submitted is the one
-    booked, and a shown window is the one the user approves."""
-    result = planned(request)
-    if not isinstance(result, StepPlan) or result.step != 0 or request.deleting:
-        return None
-    if request.status.phase in TERMINAL_PHASES:
-        return None
-    if _shown_start(request.status, request.facts.booking_name, now) is not None:
-        return None
-    site = request.site.node_locations if request.site is not None else ()
-    return query_for(result.spec, result.plan, now, site)
-
-
-def query_for(
-    spec: TrainingRequestSpec, plan: SlicePlan, now: datetime, zones_known: Iterable[str] = ()
-) -> AdviceQuery | None:
-    """The advice to ask for the block of a Calendar step with calendar.earliest and
-    latest, until latest has passed; None for any other step. `zones_known`: zones of
-    the cluster, whose others in the block's region are denied."""
-    block = spec.provisioning.calendar
-    zones = spec.provisioning.zones or []
-    if block is None or block.earliest is None or block.latest is None or len(zones) != 1:
-        return None
-    if now > block.latest:
-        return None
-    booking = plan_booking("", "", spec, plan, block.earliest)
-    zone = zones[0]
-    region = zone.rsplit("-", 1)[0]
-    tpu = spec.accelerator.tpu
-    calendar_zones = TPU_GENERATIONS[tpu.version].calendar_zones if tpu is not None else ()
-    others = sorted(
-        {z for z in (*zones_known, *calendar_zones) if z.rsplit("-", 1)[0] == region} - {zone}
-    )
-    return AdviceQuery(
-        zone=zone,
-        other_zones=tuple(others),
-        earliest=max(block.earliest, now),
-        latest=block.latest,
-        duration=booking.end - booking.start,
-        count=booking.count,
-        machine_type=booking.machine_type,
-        tpu_family=booking.tpu_family,
-    )
-
-
-def _shown_start(status: TrainingRequestStatus, name: str, now: datetime) -> datetime | None:
-    """The start of the window the request's status holds: once submitted, for good; not
-    yet submitted, until it starts (then another is looked for)."""
-    booking = status.booking
-    if booking is None or booking.name != name:
-        return None
-    if booking.state != BookingState.AWAITING_APPROVAL or booking.start_time > now:
-        return booking.start_time
-    return None
-
-
-def block_start(run: Draft, step: StepPlan) -> tuple[datetime, str | None] | Decision:
-    """When the request's block starts, and the advice it came from: the spec's
-    startTime; else the window its status holds (`_shown_start`); else the one Compute's
-    advice found this pass between earliest and latest. Without one, a decision: wait
-    and ask again, or, past latest, no block."""
-    block = step.spec.provisioning.calendar
-    assert block is not None
-    if block.start_time is not None:
-        return block.start_time, None
-    shown = _shown_start(run.status, run.request.facts.booking_name, run.now)
-    if shown is not None:
-        assert run.status.booking is not None
-        return shown, run.status.booking.recommendation_id
-    assert block.earliest is not None
-    assert block.latest is not None
-    advice = run.observed.advice
-    if advice is not None and advice.refused:
-        return refused_booking(run, step, advice.why_none)
-    window = advice.window if advice is not None else None
-    if window is not None and block.earliest <= window.start <= block.latest:
-        return window.start, window.recommendation_id
-    span = f"between {rfc3339.seconds(block.earliest)} and {rfc3339.seconds(block.latest)}"
-    why = f" ({advice.why_none})" if advice is not None and advice.why_none else ""
-    if run.now > block.latest:
-        lapsed = run.status.booking is not None
-        found = (
-            "no window was booked" if lapsed else "Compute's calendar-mode advice found no window"
-        )
-        return _no_block(run, step, f"{found} for the block to start {span}{why}", reason=NO_WINDOW)
-    run.condition(
-        cond.BOOKED, "False", NO_WINDOW, f"no window for the block to start {span} yet{why}"
-    )
-    until = (block.latest - run.now).total_seconds()
-    return run.phase(
-        Phase.PENDING,
-        f"Compute's calendar-mode advice has no window for the block to start {span} yet{why}; "
-        f"asking again in {format_duration(timedelta(seconds=ADVICE_POLL_SECONDS))}",
-        requeue=min(ADVICE_POLL_SECONDS, until + PAST_DEADLINE_SECONDS),
-    )
 
 
 def plan_booking(
@@ -282,9 +153,9 @@ def book(
         status.state = (
             BookingState.CANCELLED if procurement == "CANCELLED" else BookingState.DECLINED
         )
-        return _no_block(run, step, f"Compute says the booking {booking.name} is {procurement}")
+        return no_block(run, step, f"Compute says the booking {booking.name} is {procurement}")
     if procurement != DELIVERED and run.now >= booking.stop_at:
-        return _no_block(
+        return no_block(
             run,
             step,
             f"the booking {booking.name} was not delivered before its block's end "
@@ -320,7 +191,7 @@ def book(
     return _on_the_block(run, booking)
 
 
-def _no_block(run: Draft, step: StepPlan, why: str, reason: str = "BookingDeclined") -> Decision:
+def no_block(run: Draft, step: StepPlan, why: str, reason: str = "BookingDeclined") -> Decision:
     """No block will be delivered: the ladder's next step, else the request fails."""
     booking = run.status.booking
     if booking is not None and booking.state != BookingState.CANCELLED:
@@ -334,7 +205,7 @@ def _no_block(run: Draft, step: StepPlan, why: str, reason: str = "BookingDeclin
 def refused_booking(run: Draft, step: StepPlan, why: str) -> Decision:
     """Compute refused the booking's submit for good (a start it no longer books, a
     permission missing): as a declined booking, the ladder's next step or a failure."""
-    return _no_block(run, step, f"Compute refused the booking: {why}")
+    return no_block(run, step, f"Compute refused the booking: {why}")
 
 
 def _not_booked_yet(
@@ -366,7 +237,7 @@ def _not_booked_yet(
             why = "was submitted (spec.approveBooking)"
         else:
             why = "was seen in Compute"
-        return _no_block(
+        return no_block(
             run,
             step,
             f"the block's start ({rfc3339.seconds(booking.start)}) passed before the booking {why}",

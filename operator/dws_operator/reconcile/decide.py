@@ -24,7 +24,8 @@ from dws_operator.errors import InvalidSpec, SpecError
 from dws_operator.multislice import MAX_MULTISLICE_NAME
 from dws_operator.reconcile import conditions as cond
 from dws_operator.reconcile.actions import DeleteJob
-from dws_operator.reconcile.booking import block_start, book, plan_booking, refused_booking
+from dws_operator.reconcile.advice import block_start
+from dws_operator.reconcile.booking import book, plan_booking, refused_booking
 from dws_operator.reconcile.cleanup import abandon, clean_up, release
 from dws_operator.reconcile.decision import (
     AT_ONCE,

@@ -218,7 +218,7 @@ class Observed:
     #: Compute has none of that name (or the request books none).
     booking: BookingView | None = None
     #: Compute's calendar-mode advice, asked this pass for a block to start between the
-    #: spec's earliest and latest (`reconcile.booking.advice_query`); None when not asked.
+    #: spec's earliest and latest (`reconcile.advice.advice_query`); None when not asked.
     advice: AdviceView | None = None
     #: The history's estimate for the kind of capacity the request waits for
     #: (`reconcile.estimates.estimate_key`); None when not asked.
