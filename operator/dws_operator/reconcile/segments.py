@@ -220,26 +220,23 @@ def _stop(run: Draft, step: StepPlan, record: Segment, window: Window) -> Decisi
     job = run.observed.job
     if job is not None and job.ours and not job.complete:
         run.act(DeleteJob(job.name, kind, foreground=True))
-    record.stopped_at = run.now
-    ran = (run.now - (record.started_at or run.now)).total_seconds()
-    status.trained_seconds = round((status.trained_seconds or 0.0) + max(ran, 0.0), 3)
     ends = rfc3339.seconds(window.ends)
     if window.last:
-        record.outcome = SegmentOutcome.FAILED
-        used = status.trained_seconds >= RunTimes.of(step.spec).duration.total_seconds() - 1
-        if not used:
+        _end(status, record, run.now, SegmentOutcome.FAILED)
+        trained = status.trained_seconds or 0.0
+        if trained < RunTimes.of(step.spec).duration.total_seconds() - 1:
             return run.fail(
                 SEGMENTS_USED_UP,
-                f"the workload ran {status.trained_seconds:.0f}s over {record.segment} "
+                f"the workload ran {trained:.0f}s over {record.segment} "
                 "segments, the most this run may take, without finishing; its windows "
                 "trained less than maxRunDuration less stopBefore (raise maxRunDuration)",
             )
         return run.fail(
             RUN_DURATION_EXCEEDED,
-            f"the workload ran {status.trained_seconds:.0f}s over "
+            f"the workload ran {trained:.0f}s over "
             f"{record.segment} segments without finishing (spec.run.duration)",
         )
-    record.outcome = SegmentOutcome.ROLLED_OVER
+    _end(status, record, run.now, SegmentOutcome.ROLLED_OVER)
     nxt = record.segment + 1
     status.segment = nxt
     status.started_at = None
@@ -251,7 +248,7 @@ def _stop(run: Draft, step: StepPlan, record: Segment, window: Window) -> Decisi
         segment=nxt,
         attempt=attempt_number(status),
         node_pool=names[0] if names else record.node_pool,
-        requested_at=_asked_at(run, record, names),
+        requested_at=_asked_at(run, window, names),
     )
     _append(status, new)
     message = (
@@ -265,18 +262,14 @@ def _stop(run: Draft, step: StepPlan, record: Segment, window: Window) -> Decisi
     )
 
 
-def _asked_at(run: Draft, record: Segment, names: tuple[str, ...]) -> datetime:
-    """When the next segment's capacity was asked for: its pools exist (made ahead) or
-    are being made since the ahead time (`record`: the segment before); else now."""
+def _asked_at(run: Draft, window: Window, names: tuple[str, ...]) -> datetime:
+    """When the next segment's capacity was asked for: at the window's ahead time when
+    its pools exist (made ahead) or are being made; else now."""
     made = any(p is not None for p in run.observed.next_pools) or any(
         n in run.observed.operations for n in names
     )
-    if made and record.ends_at is not None:
-        spec = run.request.facts.spec
-        if spec is not None:
-            times = RunTimes.of(spec)
-            asked = record.ends_at - times.request_ahead - times.stop_before - _LEAD
-            return min(asked, run.now)
+    if made and window.ahead_at is not None:
+        return min(window.ahead_at, run.now)
     return run.now
 
 
@@ -349,13 +342,8 @@ def close_segment(status: TrainingRequestStatus, now: datetime) -> None:
     """The open segment ends Interrupted (its capacity given up: a ladder step left), its
     running time counted; the next pass begins the segment again on the new step."""
     record = current(status)
-    if record is None:
-        return
-    record.stopped_at = now
-    record.outcome = SegmentOutcome.INTERRUPTED
-    if record.started_at is not None:
-        ran = (now - record.started_at).total_seconds()
-        status.trained_seconds = round((status.trained_seconds or 0.0) + max(ran, 0.0), 3)
+    if record is not None:
+        _end(status, record, now, SegmentOutcome.INTERRUPTED)
 
 
 def settle(status: TrainingRequestStatus, now: datetime) -> None:
@@ -363,13 +351,20 @@ def settle(status: TrainingRequestStatus, now: datetime) -> None:
     record = current(status)
     if record is None or status.phase not in TERMINAL_PHASES:
         return
-    record.stopped_at = record.stopped_at or now
-    record.outcome = (
-        SegmentOutcome.SUCCEEDED if status.phase == Phase.SUCCEEDED else SegmentOutcome.FAILED
-    )
+    succeeded = status.phase == Phase.SUCCEEDED
+    outcome = SegmentOutcome.SUCCEEDED if succeeded else SegmentOutcome.FAILED
+    _end(status, record, record.stopped_at or now, outcome)
+
+
+def _end(
+    status: TrainingRequestStatus, record: Segment, at: datetime, outcome: SegmentOutcome
+) -> None:
+    """`record` ends at `at` with `outcome`; its workload's running time is counted."""
+    record.stopped_at = at
+    record.outcome = outcome
     if record.started_at is not None:
-        ran = (record.stopped_at - record.started_at).total_seconds()
-        status.trained_seconds = round((status.trained_seconds or 0.0) + max(ran, 0.0), 3)
+        ran = max((at - record.started_at).total_seconds(), 0.0)
+        status.trained_seconds = round((status.trained_seconds or 0.0) + ran, 3)
 
 
 def _count_gap(status: TrainingRequestStatus, record: Segment) -> None:
