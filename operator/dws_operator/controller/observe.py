@@ -288,6 +288,7 @@ async def observe(request: RequestView, created: str, sources: Sources) -> Obser
         plural = JOBSET_PLURAL if kind == JOBSET_KIND else "jobs"
         why = cache.deactivated(plural, request.namespace, job.name)
         job = dataclasses.replace(job, deactivated=why)
+    holders = tuple(name for name in ours if holder_segment(request.name, name) is not None)
     existing = request.facts.existing
     if existing and views[0] is None and not request.deleting:
         # Someone else's pool, possibly made after the last listing: a missing pool fails
@@ -303,10 +304,8 @@ async def observe(request: RequestView, created: str, sources: Sources) -> Obser
         nodes_by_pool=cache.nodes_of(pool_names),
         next_pools=next_views,
         capacity_ends=cache.capacity_end(pool_names) if request.facts.segments > 1 else None,
-        stale_jobs=tuple(
-            name for name in ours if name != current and holder_segment(request.name, name) is None
-        ),
-        holders=tuple(name for name in ours if holder_segment(request.name, name) is not None),
+        stale_jobs=tuple(name for name in ours if name != current and name not in holders),
+        holders=holders,
         service_exists=owners is not None and request.uid in owners,
         service_taken=owners is not None and request.uid not in owners,
         nodes_used_by_others=(

@@ -19,6 +19,7 @@ from dws_operator import rfc3339
 from dws_operator.durations import parse_duration
 from dws_operator.reconcile import STOP_LEAD_SECONDS
 from dws_workshop.emulator.clock import SimClock
+from dws_workshop.simulator.autoscaler import Autoscaler
 
 #: How far before the next segment's pools are due the clock is moved to.
 MARGIN = timedelta(minutes=2)
@@ -64,3 +65,14 @@ def skip_to_the_rollover(
         return 0.0
     clock.jump(skip)
     return skip
+
+
+def finish_of(autoscaler: Autoscaler, clock: SimClock, item: dict[str, Any]) -> datetime | None:
+    """When the run's simulated workload will have done its work, at the pace it runs
+    now; None before it has run."""
+    key = (item["metadata"]["namespace"], item["spec"].get("checkpointDir", ""))
+    record = autoscaler.workloads.record(key)
+    if record is None:
+        return None
+    left = record.work - autoscaler.workloads.progress(key, clock.now())
+    return clock.utc() + timedelta(seconds=max(left, 0.0))

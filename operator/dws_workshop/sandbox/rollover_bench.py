@@ -21,7 +21,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from dws_workshop.emulator import ClusterConfig, EmulatorConfig, EmulatorThread
 from dws_workshop.emulator.clock import SimClock
 from dws_workshop.emulator.config import DEFAULT_CLUSTER
 from dws_workshop.sandbox.emulated_operator import emulated_config, on_emulator_clock
-from dws_workshop.sandbox.pacing import rollover_due
+from dws_workshop.sandbox.pacing import finish_of, rollover_due
 from dws_workshop.simulator.autoscaler import Autoscaler
 from dws_workshop.simulator.scenario import CapacityRule, SimScenario
 from dws_workshop.simulator.workload import SIM_WORK_ANNOTATION
@@ -104,17 +104,6 @@ def rollovers(status: dict[str, Any], window: timedelta) -> list[Rollover]:
             )
         )
     return found
-
-
-def finish_of(autoscaler: Autoscaler, clock: SimClock, item: dict[str, Any]) -> datetime | None:
-    """When the run's simulated workload will have done its work, at the pace it runs
-    now; None before it has run."""
-    key = (item["metadata"]["namespace"], item["spec"].get("checkpointDir", ""))
-    record = autoscaler.workloads.record(key)
-    if record is None:
-        return None
-    left = record.work - autoscaler.workloads.progress(key, clock.now())
-    return clock.utc() + timedelta(seconds=max(left, 0.0))
 
 
 def percentile(values: list[float], share: float) -> float:

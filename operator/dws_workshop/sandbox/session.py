@@ -41,9 +41,8 @@ from dws_workshop.devcluster.stages import kwok_config
 from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterConfig, EmulatorConfig, EmulatorThread
 from dws_workshop.emulator.clock import SimClock
 from dws_workshop.sandbox.emulated_operator import emulated_config, on_emulator_clock
-from dws_workshop.sandbox.pacing import skip_to_the_rollover
+from dws_workshop.sandbox.pacing import finish_of, skip_to_the_rollover
 from dws_workshop.sandbox.progress import ProgressLog, Snapshot, StepView
-from dws_workshop.sandbox.rollover_bench import finish_of
 from dws_workshop.simulator.autoscaler import Autoscaler
 from dws_workshop.simulator.scenario import CapacityRule, SimScenario, load_scenario
 

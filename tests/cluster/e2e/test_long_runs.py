@@ -19,8 +19,8 @@ from dws_operator import rfc3339
 from dws_operator.catalog import NODE_POOL_LABEL_KEY, TERMINATION_ANNOTATION
 from dws_operator.controller import OperatorThread
 from dws_operator.workload import job_name
-from dws_workshop.sandbox.pacing import skip_to_the_rollover
-from dws_workshop.sandbox.rollover_bench import finish_of, rollovers
+from dws_workshop.sandbox.pacing import finish_of, skip_to_the_rollover
+from dws_workshop.sandbox.rollover_bench import rollovers
 from dws_workshop.simulator.scenario import CapacityRule, SimScenario
 from dws_workshop.simulator.workload import (
     SIM_CHECKPOINT_EVERY_ANNOTATION,
