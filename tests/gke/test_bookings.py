@@ -8,9 +8,9 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 from dws_operator.gke.bookings import BookingClient, future_reservation
-from dws_operator.gke.client import RetryPolicy
 from dws_operator.gke.compute_rest import connect_compute
 from dws_operator.gke.compute_types import Accelerator
+from dws_operator.gke.retry import RetryPolicy
 from dws_operator.reconcile import BookingPlan
 from dws_workshop.emulator import EmulatorConfig
 from dws_workshop.emulator.config import CalendarReview

@@ -16,10 +16,10 @@ from dws_operator import rfc3339
 from dws_operator.api import TrainingRequestSpec
 from dws_operator.cli.plan import render_advice
 from dws_operator.gke.bookings import BookingClient, advice_request
-from dws_operator.gke.client import RetryPolicy
 from dws_operator.gke.compute_rest import COMPUTE_ENDPOINT_ENV, connect_compute
 from dws_operator.gke.compute_types import LocationPreference
 from dws_operator.gke.errors import GkeError
+from dws_operator.gke.retry import RetryPolicy
 from dws_operator.planning import plan_slice
 from dws_operator.reconcile import AdviceQuery, AdviceView, BookingPlan, query_for
 from dws_workshop.emulator import ClusterManagerEmulator, EmulatorConfig

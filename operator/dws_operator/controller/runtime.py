@@ -45,7 +45,7 @@ from dws_operator.gke import (
     connect_compute,
 )
 from dws_operator.gke import connect as connect_gke
-from dws_operator.gke.client import RetryPolicy
+from dws_operator.gke.retry import RetryPolicy
 from dws_operator.kubekit.fence import FENCE, LeaseLost
 from dws_operator.kubekit.login import LoginError
 from dws_operator.kubekit.workqueue import WorkQueue, run_workers

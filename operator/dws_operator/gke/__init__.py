@@ -5,20 +5,14 @@ workload policies that tpu7x multi-host pools are placed with.
 """
 
 from dws_operator.gke.bookings import BookingClient, insert_booking_request
-from dws_operator.gke.client import (
-    ENDPOINT_ENV,
-    ClusterRef,
-    CreateResult,
-    NodePoolClient,
-    PollPolicy,
-    RetryPolicy,
-    connect,
-)
+from dws_operator.gke.client import ENDPOINT_ENV, CreateResult, NodePoolClient, connect
+from dws_operator.gke.cluster_ref import ClusterRef
 from dws_operator.gke.compute_rest import COMPUTE_ENDPOINT_ENV, ComputeApis, connect_compute
 from dws_operator.gke.errors import GkeError, classify, classify_status
 from dws_operator.gke.labels import UID_LABEL, owned_by, pool_labels
 from dws_operator.gke.policies import WorkloadPolicyClient, insert_policy_request
 from dws_operator.gke.render import render_node_pool
+from dws_operator.gke.retry import PollPolicy, RetryPolicy
 
 __all__ = [
     "COMPUTE_ENDPOINT_ENV",

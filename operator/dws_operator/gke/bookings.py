@@ -24,7 +24,6 @@ from typing import TypeVar
 import grpc
 
 from dws_operator import rfc3339
-from dws_operator.gke.client import RetryPolicy
 from dws_operator.gke.compute_errors import classify_operation
 from dws_operator.gke.compute_rest import ComputeApis, ZonalName
 from dws_operator.gke.compute_types import (
@@ -50,6 +49,7 @@ from dws_operator.gke.compute_types import (
 )
 from dws_operator.gke.errors import GkeError
 from dws_operator.gke.policies import call_compute
+from dws_operator.gke.retry import RetryPolicy
 from dws_operator.reconcile import (
     AdviceQuery,
     AdviceView,

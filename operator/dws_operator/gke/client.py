@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,8 +25,10 @@ from google.cloud.container_v1.services.cluster_manager.transports import (
 )
 
 from dws_operator.gke.ceiling import holds_slice
+from dws_operator.gke.cluster_ref import ClusterRef
 from dws_operator.gke.errors import GkeError, classify, classify_status, status_code
 from dws_operator.gke.labels import UID_LABEL, owned_by
+from dws_operator.gke.retry import PollPolicy, RetryPolicy
 from dws_operator.gke.slice_pool import create_node_pool_request
 from dws_operator.zones import ClusterSite
 
@@ -39,8 +40,6 @@ T = TypeVar("T")
 
 #: How long `NodePoolClient.master_version` trusts the version it read.
 VERSION_TTL_SECONDS = 3600.0
-
-_CLUSTER_RE = re.compile(r"^projects/([^/]+)/locations/([^/]+)/clusters/([^/]+)$")
 
 
 def connect(endpoint: str | None = None) -> container_v1.ClusterManagerAsyncClient:
@@ -58,65 +57,6 @@ def connect(endpoint: str | None = None) -> container_v1.ClusterManagerAsyncClie
     return container_v1.ClusterManagerAsyncClient(
         transport=ClusterManagerGrpcAsyncIOTransport(channel=channel)
     )
-
-
-@dataclass(frozen=True)
-class ClusterRef:
-    project: str
-    location: str
-    cluster: str
-
-    @classmethod
-    def parse(cls, path: str) -> ClusterRef:
-        match = _CLUSTER_RE.match(path)
-        if match is None:
-            raise ValueError(f"{path!r} is not of the form projects/P/locations/L/clusters/C")
-        return cls(*match.groups())
-
-    @property
-    def path(self) -> str:
-        return f"projects/{self.project}/locations/{self.location}/clusters/{self.cluster}"
-
-    def pool(self, name: str) -> str:
-        return f"{self.path}/nodePools/{name}"
-
-    def operation(self, name: str) -> str:
-        return f"projects/{self.project}/locations/{self.location}/operations/{name}"
-
-
-@dataclass(frozen=True)
-class PollPolicy:
-    """How `wait` polls an operation: exponential backoff under an overall deadline."""
-
-    initial_delay: float = 1.0
-    max_delay: float = 30.0
-    multiplier: float = 2.0
-    #: Creating a TPU slice can take many minutes; past this the caller requeues.
-    timeout: float = 1800.0
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How `call` retries retryable errors: `attempts` calls in all, backing off between.
-
-    The defaults bound one call to about 4 attempts within ~7 s, short enough that a
-    reconcile worker is not stalled and long enough to ride out a GKE hiccup.
-    """
-
-    attempts: int = 4
-    initial_delay: float = 1.0
-    multiplier: float = 2.0
-    max_delay: float = 8.0
-    #: Each pause is drawn from [delay * (1 - jitter), delay], so many requests
-    #: failing together do not retry in lockstep.
-    jitter: float = 0.5
-
-    def delays(self) -> list[float]:
-        """The pauses between attempts, before jitter (one fewer than attempts)."""
-        return [
-            min(self.initial_delay * self.multiplier**i, self.max_delay)
-            for i in range(self.attempts - 1)
-        ]
 
 
 @dataclass(frozen=True)

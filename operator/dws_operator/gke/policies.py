@@ -30,7 +30,6 @@ from typing import TypeVar
 
 import grpc
 
-from dws_operator.gke.client import PollPolicy, RetryPolicy
 from dws_operator.gke.compute_errors import COMPUTE_ERRORS, classify_compute, classify_operation
 from dws_operator.gke.compute_rest import ComputeApis, RegionalName
 from dws_operator.gke.compute_types import (
@@ -40,6 +39,7 @@ from dws_operator.gke.compute_types import (
     WorkloadPolicy,
 )
 from dws_operator.gke.errors import GkeError
+from dws_operator.gke.retry import PollPolicy, RetryPolicy
 from dws_operator.naming import workload_policy_name
 
 WORKLOAD_POLICY_TYPE = "HIGH_THROUGHPUT"
