@@ -10,12 +10,8 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
-from dws_operator.controller.operations import (
-    CalledOff,
-    OperationScheduler,
-    PoolOperation,
-    Priority,
-)
+from dws_operator.controller.operations import OperationScheduler
+from dws_operator.controller.pool_operation import CalledOff, PoolOperation, Priority
 from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.gke import NodePoolClient, RetryPolicy, connect
 from dws_workshop.emulator import (

@@ -19,7 +19,8 @@ from dws_operator.api import TERMINAL_PHASES, Phase, TrainingRequestStatus
 from dws_operator.catalog import GkeVersion
 from dws_operator.controller.cache import JobRecord, Key, KubeCache
 from dws_operator.controller.kube import KubeApi
-from dws_operator.controller.operations import OperationScheduler, Priority
+from dws_operator.controller.operations import OperationScheduler
+from dws_operator.controller.pool_operation import Priority
 from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.controller.reuse import PoolShelf
 from dws_operator.errors import InvalidSpec

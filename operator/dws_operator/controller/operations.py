@@ -7,11 +7,11 @@ for a slot, in an order that stops the bill first: scale-downs and deletes befor
 creates, and within each, the cluster's namespaces in turn (`controller.line`), each
 namespace's requests first come, first served (by creation time).
 
-An operation is started (one call), then followed by name when it is due; when one is
-done its slot is free for the next at once (GKE counts it no more), while the operation
-stays known until the pool snapshot shows its result and the request is woken, so no
-pass ever sees neither the operation nor its result. No pass waits on GKE: reconcile
-passes only submit, and read `view`.
+An operation is started (one call), then followed by name when it is due
+(`controller.operation_follower`); when one is done its slot is free for the next at
+once (GKE counts it no more), while the operation stays known until the pool snapshot
+shows its result and the request is woken, so no pass ever sees neither the operation
+nor its result. No pass waits on GKE: reconcile passes only submit, and read `view`.
 
 Everything here is memory: an operator restarted mid-operation finds the operation's
 effect (or the pool still PROVISIONING/STOPPING) in GKE, which is what it decides on.
@@ -24,13 +24,21 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from enum import IntEnum
+from collections.abc import Awaitable, Callable, Iterator
 
-from dws_operator import rfc3339
 from dws_operator.controller.cache import Key
 from dws_operator.controller.line import Entry, FairLine
+from dws_operator.controller.operation_follower import POLL_SECONDS, OperationFollower, began
+from dws_operator.controller.pool_operation import (
+    CalledOff,
+    Outcomes,
+    PoolOperation,
+    Preparation,
+    Priority,
+    SchedulerStats,
+    log_failure,
+    log_fields,
+)
 from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.gke import GkeError, NodePoolClient, classify_status
 from dws_operator.gke.client import Operation
@@ -42,75 +50,10 @@ log = logging.getLogger(__name__)
 
 #: GKE's default cap on a cluster's node pool operations in flight.
 DEFAULT_SLOTS = 5
-#: The first look at an operation of a kind GKE's durations are not known for yet; the
-#: cap on how long a late operation goes unlooked at.
-POLL_SECONDS = 2.0
-#: The shortest pause between two looks at a late operation.
-MIN_LOOK_SECONDS = 0.05
-#: A late operation is looked at again after this share of its usual duration.
-LATE_SHARE = 0.1
-#: How long `done_lately` remembers an operation.
-DONE_MEMORY_SECONDS = 600.0
-#: Weight of the newest duration in the moving average.
-LEARNING = 0.3
 #: After "Too many operations" (someone else holds slots too): first pause, and the cap.
 QUOTA_BACKOFF_SECONDS = (2.0, 30.0)
 #: After another retryable error of one operation: first pause, and the cap.
 RETRY_BACKOFF_SECONDS = (1.0, 60.0)
-
-#: One call to GKE: the operation it started, or None when nothing needed doing.
-Step = Callable[[], Awaitable[Operation | None]]
-#: Work outside GKE that must be done before an operation's first call (a finalizer).
-Preparation = Callable[[], Awaitable[None]]
-
-
-class CalledOff(Exception):
-    """Raised by an operation's first step: the operation is no longer wanted (the
-    request it was for is gone, or being deleted before anything was made for it). It
-    ends at once, GKE untouched."""
-
-
-class Priority(IntEnum):
-    """Lower goes first: what stops the bill before what starts one."""
-
-    RELEASE = 0
-    CREATE = 1
-
-
-@dataclass
-class PoolOperation:
-    pool: str
-    #: What it does, for status messages and logs: Create, ScaleDown, Delete.
-    kind: str
-    owner: Key
-    priority: Priority
-    #: Orders operations of one priority: the request's creation time (RFC 3339).
-    since: str
-    #: Calls made one after another in one slot (scale to zero: cap, then resize).
-    steps: tuple[Step, ...]
-    #: Done while the operation is among the next in line, so that none of GKE's slots
-    #: is held for it; awaited before the first step.
-    prepare: Preparation | None = None
-    preparing: asyncio.Future[None] | None = None
-    step: int = 0
-    order: tuple[int, str, int] = (0, "", 0)
-    running: str | None = None
-    #: When the running call was accepted (scheduler clock), and GKE's type for it.
-    started_at: float = 0.0
-    running_type: int = 0
-    looked_at: float = 0.0
-    attempts: int = 0
-    not_before: float = 0.0
-    last_error: GkeError | None = None
-
-
-@dataclass
-class SchedulerStats:
-    started: int = 0
-    too_many_operations: int = 0
-    max_running: int = 0
-    looks: int = 0
-    by_kind: dict[str, int] = field(default_factory=dict)
 
 
 class OperationScheduler:
@@ -127,7 +70,6 @@ class OperationScheduler:
         self.snapshot = snapshot
         self.wake = wake
         self.slots = slots
-        self.poll = poll
         self._clock = clock
         self._ops: dict[str, PoolOperation] = {}
         #: Queued operations, by namespace.
@@ -135,21 +77,17 @@ class OperationScheduler:
         self._active: set[str] = set()
         #: Of `_active`: done in GKE (its slot free), the snapshot not yet refreshed.
         self._finishing: set[str] = set()
-        #: Pools whose operation GetOperation is being asked about right now.
-        self._looking: set[str] = set()
-        #: Terminal errors by pool, with the request they are for.
-        self._errors: dict[str, tuple[Key, GkeError]] = {}
+        #: Terminal errors, and the pools that saw an operation end well lately.
+        self._outcomes = Outcomes(clock)
         self._seq = itertools.count()
         self._quota_pause = 0.0
         self._paused_until = 0.0
         self._kick = asyncio.Event()
-        self._running_changed = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
-        #: The last operation each pool saw end well, and when (pruned as it is read).
-        self._done_at: dict[str, tuple[str, float]] = {}
-        #: Seconds GKE took lately, by operation type.
-        self._durations: dict[int, float] = {}
         self.stats = SchedulerStats()
+        self._follower = OperationFollower(
+            gke, self._active_operations, self._next_step, self._spawn, self.stats, poll, clock
+        )
 
     # -- what reconcile passes use ----------------------------------------------------
 
@@ -161,7 +99,7 @@ class OperationScheduler:
             if known.kind == operation.kind or operation.pool in self._active:
                 return
             self._dequeue(known)
-        self._errors.pop(operation.pool, None)
+        self._outcomes.forget_error(operation.pool)
         operation.order = (operation.priority, operation.since, next(self._seq))
         self._ops[operation.pool] = operation
         self._line.add(operation.owner[0], Entry(operation.order, operation.pool))
@@ -207,19 +145,11 @@ class OperationScheduler:
 
     def done_lately(self, pool: str, kind: str, within: float) -> bool:
         """Whether an operation of `kind` on `pool` ended well less than `within` s ago."""
-        done = self._done_at.get(pool)
-        if done is None:
-            return False
-        if self._clock() - done[1] > DONE_MEMORY_SECONDS:
-            del self._done_at[pool]
-            return False
-        return done[0] == kind and self._clock() - done[1] < within
+        return self._outcomes.done_lately(pool, kind, within)
 
     def take_error(self, pool: str, owner: Key) -> GkeError | None:
-        """The terminal error `owner`'s operation on `pool` ended with, once. Another
-        request's (a sweep's delete, an old holder's) is not handed to it, and goes."""
-        found = self._errors.pop(pool, None)
-        return found[1] if found is not None and found[0] == owner else None
+        """The terminal error `owner`'s operation on `pool` ended with, once (`Outcomes`)."""
+        return self._outcomes.take_error(pool, owner)
 
     @property
     def running(self) -> int:
@@ -233,11 +163,15 @@ class OperationScheduler:
     def queued(self) -> int:
         return len(self._line)
 
+    @property
+    def poll(self) -> float:
+        return self._follower.poll
+
     # -- the loops ----------------------------------------------------------------------
 
     async def run(self) -> None:
         try:
-            await asyncio.gather(self._dispatch(), self._follow())
+            await asyncio.gather(self._dispatch(), self._follower.run())
         finally:
             for task in self._tasks:
                 task.cancel()
@@ -323,12 +257,10 @@ class OperationScheduler:
                 started = await operation.steps[operation.step]()
                 if started is not None:
                     operation.running = started.name
-                    operation.started_at = operation.looked_at = _began(
-                        started, sent, self._clock()
-                    )
+                    operation.started_at = operation.looked_at = began(started, sent, self._clock())
                     operation.running_type = int(started.operation_type)
                     self._count_start(operation)
-                    self._running_changed.set()
+                    self._follower.started()
                     return
                 operation.step += 1  # nothing to do for this step
         except CalledOff as why:
@@ -337,7 +269,7 @@ class OperationScheduler:
                 operation.kind,
                 operation.pool,
                 why,
-                extra=_fields(operation),
+                extra=log_fields(operation),
             )
             self._active.discard(operation.pool)
             if self._ops.get(operation.pool) is operation:
@@ -372,8 +304,8 @@ class OperationScheduler:
         self._active.discard(pool)
         operation.running = None
         if not error.retryable:
-            _log_failure(operation, error)
-            self._errors[pool] = (operation.owner, error)
+            log_failure(operation, error)
+            self._outcomes.failed(operation, error)
             del self._ops[pool]
         else:
             now = self._clock()
@@ -393,7 +325,7 @@ class OperationScheduler:
                 operation.kind,
                 pool,
                 error,
-                extra=_fields(operation),
+                extra=log_fields(operation),
             )
             self._line.add(operation.owner[0], Entry(operation.order, pool))
         self.wake(operation.owner)
@@ -418,105 +350,15 @@ class OperationScheduler:
         self._active.discard(pool)
         self._quota_pause = 0.0
         if error is None:
-            self._done_at[pool] = (operation.kind, self._clock())
+            self._outcomes.done(operation)
         if self._ops.get(pool) is operation:
             del self._ops[pool]
         if error is not None:
-            _log_failure(operation, error)
+            log_failure(operation, error)
             if not error.retryable:
-                self._errors[pool] = (operation.owner, error)
+                self._outcomes.failed(operation, error)
         self.wake(operation.owner)
         self._kick.set()
-
-    async def _follow(self) -> None:
-        """GetOperation for each operation when it is due to be done: at its start plus
-        how long GKE took for that kind lately (from GKE's own start and end times), then
-        more often the later it runs. By name, not ListOperations: GKE lists every
-        operation of the location it still remembers, thousands after a busy day, and a
-        look must not cost more as history grows."""
-        while True:
-            wait = self._next_look()
-            self._running_changed.clear()
-            if wait is None or wait > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._running_changed.wait(), wait)
-                continue
-            now = self._clock()
-            for operation in self._followed():
-                if self._due(operation, now) <= now:
-                    # Each look on its own: one slow answer holds up no other look.
-                    self._looking.add(operation.pool)
-                    self._spawn(self._look(operation))
-
-    def _followed(self) -> list[PoolOperation]:
-        """Operations running in GKE and not being looked at right now."""
-        return [
-            operation
-            for pool in self._active
-            if (operation := self._ops[pool]).running is not None and pool not in self._looking
-        ]
-
-    async def _look(self, operation: PoolOperation) -> None:
-        try:
-            await self._look_once(operation)
-        finally:
-            self._looking.discard(operation.pool)
-            self._running_changed.set()  # when to look next has changed
-
-    async def _look_once(self, operation: PoolOperation) -> None:
-        name = operation.running
-        if name is None:
-            return
-        self.stats.looks += 1
-        try:
-            current = await self.gke.operation(name)
-        except GkeError as error:
-            log.warning("reading operation %s: %s", name, error)
-            operation.looked_at = self._clock()  # late looks, not a hot loop
-            return
-        except LeaseLost:
-            raise
-        except Exception:  # a bug: looked at again later, not in a hot loop
-            log.exception("reading operation %s", name)
-            operation.looked_at = self._clock()
-            return
-        if operation.running != name:
-            return  # finished or replaced meanwhile
-        if current.status == Operation.Status.DONE:
-            self._learn(current)
-            operation.running = None  # seen done once, not again next look
-            self._spawn(self._next_step(operation, current))
-        else:
-            operation.looked_at = self._clock()
-
-    def _next_look(self) -> float | None:
-        """Seconds until the next look (<= 0: now); None: nothing runs."""
-        running = self._followed()
-        if not running:
-            return None
-        now = self._clock()
-        due = min(self._due(operation, now) for operation in running)
-        return due - now
-
-    def _due(self, operation: PoolOperation, now: float) -> float:
-        expected = self._durations.get(operation.running_type, self.poll)
-        done_at = operation.started_at + expected
-        if operation.looked_at < done_at:
-            return done_at
-        # Later than usual: look again after a tenth of its usual time (within bounds).
-        late = min(max(expected * LATE_SHARE, MIN_LOOK_SECONDS), self.poll)
-        return operation.looked_at + late
-
-    def _learn(self, done: Operation) -> None:
-        """How long GKE took, by operation type (a moving average of its own times)."""
-        try:
-            start, end = rfc3339.parse(done.start_time), rfc3339.parse(done.end_time)
-        except ValueError:
-            return
-        took = max((end - start).total_seconds(), 0.0)
-        kind = int(done.operation_type)
-        known = self._durations.get(kind)
-        self._durations[kind] = took if known is None else known + LEARNING * (took - known)
 
     async def _next_step(self, operation: PoolOperation, done: Operation) -> None:
         if done.error.code:
@@ -529,6 +371,10 @@ class OperationScheduler:
             return
         await self._finished(operation, None)
 
+    def _active_operations(self) -> Iterator[PoolOperation]:
+        """The operations holding a slot (or about to), for the follower."""
+        return (self._ops[pool] for pool in self._active)
+
     def _dequeue(self, operation: PoolOperation) -> None:
         self._line.remove(operation.owner[0], Entry(operation.order, operation.pool))
         del self._ops[operation.pool]
@@ -537,32 +383,3 @@ class OperationScheduler:
 def _retrieved(task: asyncio.Future[None]) -> None:
     if not task.cancelled():
         task.exception()
-
-
-def _began(operation: Operation, sent: float, answered: float) -> float:
-    """When GKE started `operation`, on the scheduler's clock: its own `start_time`, as far
-    back from the answer as the wall clock says, within the call's round trip (a skewed
-    clock moves it no further). The answer's way back is not counted into the wait."""
-    try:
-        start = rfc3339.parse(operation.start_time)
-    except ValueError:
-        return answered
-    ago = rfc3339.now() - start
-    return min(max(answered - ago.total_seconds(), sent), answered)
-
-
-def _log_failure(operation: PoolOperation, error: GkeError) -> None:
-    log.warning(
-        "%s of node pool %s failed: %s",
-        operation.kind,
-        operation.pool,
-        error,
-        extra=_fields(operation),
-    )
-
-
-def _fields(operation: PoolOperation) -> dict[str, str]:
-    """A log record's fields for `operation` (see `controller.logs`)."""
-    fields = {"pool": operation.pool, "operation": operation.kind}
-    fields["request"] = "/".join(operation.owner)
-    return fields

@@ -24,7 +24,7 @@ from dws_operator.controller.lazy import OnFirstUse
 from dws_operator.controller.logs import about
 from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.controller.observe import Sources, observe, request_view
-from dws_operator.controller.operations import (
+from dws_operator.controller.pool_operation import (
     CalledOff,
     PoolOperation,
     Preparation,

@@ -31,7 +31,8 @@ from dws_operator.controller.kube import (
 )
 from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.controller.observe import FactsMemo, Sources
-from dws_operator.controller.operations import OperationScheduler, PoolOperation, Priority
+from dws_operator.controller.operations import OperationScheduler
+from dws_operator.controller.pool_operation import PoolOperation, Priority
 from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.controller.reconciler import Reconciler
 from dws_operator.controller.reuse import PoolShelf
