@@ -8,7 +8,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from dws_operator.api import GROUP, PLURAL, VERSION
-from dws_operator.controller.reconciler import FINALIZER
+from dws_operator.controller.finalizers import FINALIZER
 from tests.builders import gpu, manifest, spec_body
 from tests.cluster.namespaces import fresh_namespace
 

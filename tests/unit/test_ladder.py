@@ -11,7 +11,7 @@ import pytest
 
 from dws_operator.api import AttemptOutcome, Phase, TrainingRequestSpec, TrainingRequestStatus
 from dws_operator.catalog import GkeVersion
-from dws_operator.controller.reconciler import merge_patch
+from dws_operator.controller.status_write import merge_patch
 from dws_operator.naming import (
     MAX_NODE_POOL_NAME,
     default_node_pool_name,

@@ -211,8 +211,8 @@ def objects_document(
         policies: dict[str, dict[str, Any]] = {}
         pools: list[dict[str, Any]] = []
         for name, plan in step.pools:
-            # As the controller's pool create (reconciler.py `_create_step`): labels,
-            # the workload policy ensured first, then the pool.
+            # As the controller's pool create (controller/execute.py `_create_step`):
+            # labels, the workload policy ensured first, then the pool.
             topology = workload_policy_topology(plan)
             policy = None
             if topology is not None:

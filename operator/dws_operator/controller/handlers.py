@@ -23,9 +23,9 @@ from kopf._core.reactor.inventory import ResourceMemories, ResourceMemory
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.config import KueueMode, OperatorConfig
+from dws_operator.controller.finalizers import FINALIZER
 from dws_operator.controller.kube import LOCAL_QUEUES, POLICIES, WORKLOADS, KubeApi, connect
 from dws_operator.controller.metrics import OperatorMetrics
-from dws_operator.controller.reconciler import FINALIZER
 from dws_operator.controller.runtime import Controller, build_controller
 from dws_operator.gke import GkeError
 from dws_operator.kubekit.login import log_in

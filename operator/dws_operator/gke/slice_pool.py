@@ -1,6 +1,6 @@
 """The node pool the operator asks GKE to create for one slice, as the request it sends.
 
-Pure. The controller (reconciler.py, when a pool's create gets its turn) and
+Pure. The controller (controller/execute.py, when a pool's create gets its turn) and
 `dws-operator plan --objects` both build the pool here, so what `plan` prints is what
 the operator sends: labels first, then `slice_node_pool`, then the create request.
 """
