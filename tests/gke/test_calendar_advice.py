@@ -14,7 +14,7 @@ from google.api_core import exceptions as core_exceptions
 
 from dws_operator import rfc3339
 from dws_operator.api import TrainingRequestSpec
-from dws_operator.cli.plan import render_advice
+from dws_operator.cli.plan_render import render_advice
 from dws_operator.gke.bookings import BookingClient, advice_request
 from dws_operator.gke.compute_rest import COMPUTE_ENDPOINT_ENV, connect_compute
 from dws_operator.gke.compute_types import LocationPreference

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from dws_operator.api import AttemptOutcome, Phase, TrainingRequestStatus
-from dws_operator.cli.plan import render_estimates
+from dws_operator.cli.plan_render import render_estimates
 from dws_operator.controller.metrics import request_labels
 from dws_operator.estimate import Estimate, History, Wait
 from dws_operator.planning import plan_slice
