@@ -5,6 +5,14 @@ event updates the cache and puts the request it concerns on the work queue. GKE'
 pools come from one shared snapshot, and pool operations go through the cluster's
 operation scheduler. A request that only waits costs nothing: it is looked at when
 something it depends on changes, at its deadline, or now and then as a safety net.
+
+The caches are filled by kopf's own listing, once: every watched kind has an index
+handler (kopf calls those for each object it lists or is told of, and holds every other
+handler back until each kind's first listing went through them), which puts the object
+in the cache and keeps nothing in kopf's index. The event handlers, held back that way,
+take deletions (kopf calls no index handler for those) and start the controller's
+workers at the first call: no pass runs on a half-filled cache, and nothing is listed
+twice at the start.
 """
 
 from __future__ import annotations
@@ -17,16 +25,14 @@ from typing import Any
 
 import kopf
 
-# kopf exports no name for its per-object memories; `kopf.operator(memories=...)` takes one.
-from kopf._core.reactor.inventory import ResourceMemories, ResourceMemory
-
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
+from dws_operator.controller.assembly import build_controller
 from dws_operator.controller.config import KueueMode, OperatorConfig
 from dws_operator.controller.finalizers import FINALIZER
 from dws_operator.controller.kube import LOCAL_QUEUES, POLICIES, WORKLOADS, KubeApi, connect
 from dws_operator.controller.metrics import OperatorMetrics
-from dws_operator.controller.runtime import Controller, build_controller
+from dws_operator.controller.runtime import Controller
 from dws_operator.gke import GkeError
 from dws_operator.kubekit.login import log_in
 from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
@@ -98,26 +104,6 @@ class _NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
-class EventMemories(ResourceMemories):
-    """Per-object memories that are not kept. kopf keeps one (~1 KB) for every object
-    it watches, for state of its own: daemons, timers, indexes, change handlers'
-    progress, error throttling. This operator has `on.event` handlers only, whose state
-    is its cache; kept, the memories came to a few MiB at a thousand requests (each
-    with its Job) and were never read again. Each event gets a fresh one."""
-
-    async def recall(
-        self,
-        raw_body: kopf.RawBody,
-        *,
-        memobase: Any = None,  # kopf's AnyMemo (not exported either)
-        noticed_by_listing: bool = False,
-        ephemeral: bool = False,
-    ) -> ResourceMemory:
-        return await super().recall(
-            raw_body, memobase=memobase, noticed_by_listing=noticed_by_listing, ephemeral=True
-        )
-
-
 async def _use_kueue(mode: KueueMode, kube: KubeApi) -> bool:
     """Whether to queue through Kueue; refuses to start (PermanentError) when Kueue is
     required and missing, or installed in a release the operator does not support."""
@@ -169,7 +155,6 @@ def build_registry(
             # Several slices run as a JobSet: without its API they fail at once, clearly.
             jobset = JOBSET_VERSION in await kube.served_versions(JOBSET_GROUP)
             controller = build_controller(config, api, kube, installed, jobset, metrics)
-            await controller.fill(kube, config.namespaces, jobset, kueue=installed)
         except BaseException:
             # Tried again (or the operator stops); the cleanup handler never sees these
             # clients, so they are closed here, GKE's channel too.
@@ -181,7 +166,7 @@ def build_registry(
             await controller.snapshot.refresh()
         except GkeError as error:
             log.warning("listing node pools at start-up failed (retrying): %s", error)
-        controller.start()
+        # Its workers start once kopf's first listing of every kind is in its cache.
         memo.controller = controller
 
     @kopf.on.cleanup(registry=registry)
@@ -195,61 +180,63 @@ def build_registry(
 
 def _watch(registry: kopf.OperatorRegistry) -> None:
     """Watch events fill the caches and wake the requests they concern."""
+    for number, (kind, group, version, plural, labels) in enumerate(_WATCHED):
+        _watch_kind(registry, f"{kind}-{number}", kind, group, version, plural, labels)
 
-    def deliver(memo: kopf.Memo, event: Mapping[str, Any], kind: str) -> None:
+
+#: What is watched: (the cache's kind, group, version, plural, label selector). Our Jobs,
+#: and the Jobs a JobSet controller makes for our JobSets, under the one kind "jobs".
+#: kopf watches JobSets and Kueue's and our policies' kinds only where their CRDs are.
+_WATCHED: tuple[tuple[str, str, str, str, Mapping[str, Any] | None], ...] = (
+    (PLURAL, GROUP, VERSION, PLURAL, None),
+    ("jobs", "batch", "v1", "jobs", {REQUEST_LABEL: kopf.PRESENT}),
+    ("jobs", "batch", "v1", "jobs", {JOBSET_NAME_LABEL: kopf.PRESENT}),
+    (JOBSET_PLURAL, JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL, {REQUEST_LABEL: kopf.PRESENT}),
+    # Kueue's LocalQueues: a request whose queue does not exist says so, and goes on
+    # when it is made. Its Workloads: one Kueue deactivated (it gave up on it) will
+    # never run, and its request need not wait for its time to run out.
+    (LOCAL_QUEUES, KUEUE_GROUP, KUEUE_API_VERSION, LOCAL_QUEUES, None),
+    (WORKLOADS, KUEUE_GROUP, KUEUE_API_VERSION, WORKLOADS, None),
+    (POLICIES, GROUP, VERSION, POLICIES, None),
+    ("services", "", "v1", "services", {REQUEST_LABEL: kopf.PRESENT}),
+    ("nodes", "", "v1", "nodes", {NODE_POOL_LABEL_KEY: kopf.PRESENT}),
+)
+
+#: Kinds the operator follows only when it queues through Kueue.
+_KUEUE_KINDS = frozenset({LOCAL_QUEUES, WORKLOADS})
+
+
+def _watch_kind(
+    registry: kopf.OperatorRegistry,
+    name: str,
+    kind: str,
+    group: str,
+    version: str,
+    plural: str,
+    labels: Mapping[str, Any] | None,
+) -> None:
+    def controller_of(memo: kopf.Memo) -> Controller | None:
         controller: Controller | None = memo.get("controller")
+        if controller is None or (kind in _KUEUE_KINDS and not controller.uses_kueue):
+            return None
+        return controller
+
+    # An object listed, added or changed. Returns nothing: kopf's index keeps nothing.
+    @kopf.index(group, version, plural, labels=labels, registry=registry, id=name)
+    async def put(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        controller = controller_of(memo)
+        if controller is not None:
+            # A plain copy of kopf's view of the object (its top level; nested values
+            # are the event's own).
+            controller.on_event(kind, False, dict(body))
+
+    # Every event, once every kind's first listing is in the cache.
+    @kopf.on.event(group, version, plural, labels=labels, registry=registry, id=name)
+    async def event(event: Mapping[str, Any], memo: kopf.Memo, **_: Any) -> None:
+        controller: Controller | None = memo.get("controller")
+        if controller is None:
+            return
+        controller.listed()
         body = event.get("object") or {}
-        if controller is not None and body:
-            controller.on_event(kind, event.get("type") == "DELETED", body)
-
-    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    async def request_event(event: Mapping[str, Any], memo: kopf.Memo, **_: Any) -> None:
-        deliver(memo, event, PLURAL)
-
-    # Our Jobs, and the Jobs a JobSet controller makes for our JobSets.
-    @kopf.on.event("batch", "v1", "jobs", labels={REQUEST_LABEL: kopf.PRESENT}, registry=registry)
-    @kopf.on.event(
-        "batch", "v1", "jobs", labels={JOBSET_NAME_LABEL: kopf.PRESENT}, registry=registry
-    )
-    async def job_event(event: Mapping[str, Any], memo: kopf.Memo, **_: Any) -> None:
-        deliver(memo, event, "jobs")
-
-    # kopf watches JobSets only where their CRD is installed.
-    @kopf.on.event(
-        JOBSET_GROUP,
-        JOBSET_VERSION,
-        JOBSET_PLURAL,
-        labels={REQUEST_LABEL: kopf.PRESENT},
-        registry=registry,
-    )
-    async def jobset_event(event: Mapping[str, Any], memo: kopf.Memo, **_: Any) -> None:
-        deliver(memo, event, JOBSET_PLURAL)
-
-    # Kueue's LocalQueues (where its CRDs are installed): a request whose queue does not
-    # exist says so, and goes on when it is made.
-    @kopf.on.event(KUEUE_GROUP, KUEUE_API_VERSION, LOCAL_QUEUES, registry=registry)
-    async def local_queue_event(event: Mapping[str, Any], memo: kopf.Memo, **_: Any) -> None:
-        controller: Controller | None = memo.get("controller")
-        if controller is not None and controller.uses_kueue:
-            deliver(memo, event, LOCAL_QUEUES)
-
-    # Kueue's Workloads: one Kueue deactivated (it gave up on it) will never run, and its
-    # request need not wait for its time to run out.
-    @kopf.on.event(KUEUE_GROUP, KUEUE_API_VERSION, WORKLOADS, registry=registry)
-    async def workload_event(event: Mapping[str, Any], memo: kopf.Memo, **_: Any) -> None:
-        controller: Controller | None = memo.get("controller")
-        if controller is not None and controller.uses_kueue:
-            deliver(memo, event, WORKLOADS)
-
-    # The namespaces' TrainingPolicies (where their CRD is installed).
-    @kopf.on.event(GROUP, VERSION, POLICIES, registry=registry)
-    async def policy_event(event: Mapping[str, Any], memo: kopf.Memo, **_: Any) -> None:
-        deliver(memo, event, POLICIES)
-
-    @kopf.on.event("", "v1", "services", labels={REQUEST_LABEL: kopf.PRESENT}, registry=registry)
-    async def service_event(event: Mapping[str, Any], memo: kopf.Memo, **_: Any) -> None:
-        deliver(memo, event, "services")
-
-    @kopf.on.event("", "v1", "nodes", labels={NODE_POOL_LABEL_KEY: kopf.PRESENT}, registry=registry)
-    async def node_event(event: Mapping[str, Any], memo: kopf.Memo, **_: Any) -> None:
-        deliver(memo, event, "nodes")
+        if event.get("type") == "DELETED" and body and controller_of(memo) is not None:
+            controller.on_event(kind, True, body)

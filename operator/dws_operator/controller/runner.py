@@ -17,7 +17,7 @@ import kopf
 from aiohttp import web
 
 from dws_operator.controller.config import OperatorConfig
-from dws_operator.controller.handlers import EventMemories, build_registry
+from dws_operator.controller.handlers import build_registry
 from dws_operator.controller.kube import KubeApi, connect
 from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.gke.pool_defaults import default_service_account_warning
@@ -131,7 +131,6 @@ async def _reconcile(
 ) -> None:
     await kopf.operator(
         registry=build_registry(config, kubeconfig, metrics),
-        memories=EventMemories(),
         clusterwide=not config.namespaces,
         namespaces=list(config.namespaces),
         # Replicas are kept apart by the Lease (kopf's peering only pauses others).

@@ -1,11 +1,11 @@
-"""The running operator's parts, wired together: caches, work queue, GKE snapshot,
-operation scheduler and reconciler, and the background tasks that drive them."""
+"""The running operator: its parts (caches, work queue, GKE snapshot, operation
+scheduler, reconciler) as one `Controller`, how watch events reach them, and the
+background tasks that drive them. Wired together in `assembly`."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import functools
 import logging
 import random
@@ -18,19 +18,18 @@ import aiohttp
 
 from dws_operator.api import PLURAL, TERMINAL_PHASES
 from dws_operator.catalog import NODE_POOL_LABEL_KEY
+from dws_operator.controller.background import return_freed_heap, supervised
 from dws_operator.controller.cache import Key, KubeCache, key_of
-from dws_operator.controller.config import OperatorConfig, OperatorTime
-from dws_operator.controller.history import FLUSH_SECONDS, CapacityHistory
+from dws_operator.controller.config import OperatorTime
+from dws_operator.controller.dependents import Dependents
+from dws_operator.controller.history import FLUSH_SECONDS
 from dws_operator.controller.kube import (
     LOCAL_QUEUES,
     POLICIES,
     WORKLOADS,
     ApiError,
     Connection,
-    KubeApi,
 )
-from dws_operator.controller.metrics import OperatorMetrics
-from dws_operator.controller.observe import FactsMemo, Sources
 from dws_operator.controller.operations import OperationScheduler
 from dws_operator.controller.pool_operation import PoolOperation, Priority
 from dws_operator.controller.pools import PoolSnapshot
@@ -38,20 +37,13 @@ from dws_operator.controller.reconciler import Reconciler
 from dws_operator.controller.reuse import PoolShelf
 from dws_operator.controller.workloads import workload_owner
 from dws_operator.gke import (
-    BookingClient,
     ComputeApis,
     GkeError,
-    NodePoolClient,
-    WorkloadPolicyClient,
-    connect_compute,
 )
-from dws_operator.gke import connect as connect_gke
-from dws_operator.gke.retry import RetryPolicy
-from dws_operator.kubekit.fence import FENCE, LeaseLost
+from dws_operator.kubekit.fence import LeaseLost
 from dws_operator.kubekit.login import LoginError
 from dws_operator.kubekit.workqueue import WorkQueue, run_workers
 from dws_operator.multislice import JOBSET_NAME_LABEL, JOBSET_PLURAL
-from dws_operator.reconcile import ReconcileConfig, step_pool_names
 from dws_operator.workload import REQUEST_LABEL
 
 log = logging.getLogger(__name__)
@@ -62,45 +54,6 @@ WORKERS = 16
 RESYNC_SECONDS = 300.0
 #: How often everything watched is listed again, to forget what was deleted unseen.
 RELIST_SECONDS = 120.0
-#: The first relist after the start, once the watches run.
-RELIST_FIRST_SECONDS = 15.0
-#: Pause before a background loop that failed is started again.
-RESTART_SECONDS = 5.0
-
-
-class Dependents:
-    """Which requests depend on which node pool (for snapshot and Node changes)."""
-
-    def __init__(self, facts: FactsMemo) -> None:
-        self._facts = facts
-        self._by_pool: dict[str, set[Key]] = {}
-        self._pools: dict[Key, tuple[str, ...]] = {}
-
-    def update(self, key: Key, body: Mapping[str, Any]) -> None:
-        # The request's spec is read here, as it enters the cache; its passes reuse it.
-        pools = step_pool_names(self._facts.of(body))
-        if self._pools.get(key) == pools:
-            return
-        self.remove(key)
-        self._pools[key] = pools
-        for pool in pools:
-            self._by_pool.setdefault(pool, set()).add(key)
-
-    def remove(self, key: Key) -> None:
-        for pool in self._pools.pop(key, ()):
-            keys = self._by_pool.get(pool, set())
-            keys.discard(key)
-            if not keys:
-                self._by_pool.pop(pool, None)
-
-    def pools_of(self, key: Key) -> tuple[str, ...]:
-        return self._pools.get(key, ())
-
-    def of(self, pools: Iterable[str]) -> set[Key]:
-        found: set[Key] = set()
-        for pool in pools:
-            found |= self._by_pool.get(pool, set())
-        return found
 
 
 @dataclass
@@ -118,7 +71,7 @@ class Controller:
     reconciler: Reconciler
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     compute: ComputeApis | None = None
-    #: What `fill` listed (and `relist` lists again): namespaces, and JobSets or not.
+    #: What is watched (and `relist` lists again): namespaces, and JobSets or not.
     namespaces: tuple[str, ...] = ()
     jobset: bool = False
     #: A monotonic clock (how long a pass took) and the randomness that spreads timers.
@@ -178,36 +131,11 @@ class Controller:
             # created together are not all looked at in the same second.
             self.queue.add_after(key, RESYNC_SECONDS * (0.75 + 0.5 * self.rng.random()))
 
-    async def fill(
-        self, kube: KubeApi, namespaces: tuple[str, ...], jobset: bool, kueue: bool = False
-    ) -> None:
-        """The caches as the API server has them now, before the first pass."""
-        self.namespaces, self.jobset = namespaces, jobset
-        if kueue:
-            self.cache.know_local_queues()
-            async for item in kube.listing(LOCAL_QUEUES, "", namespaces):
-                namespace, name = key_of(item)
-                self.cache.put_local_queue(namespace, name)
-        # The policies before the requests: none is looked at without its namespace's.
-        async for item in kube.listing(POLICIES, "", namespaces):
-            self.cache.put_policy(item)
-        async for item in kube.listing(PLURAL, "", namespaces):
-            self.put_request(item)
-        async for item in kube.listing("jobs", REQUEST_LABEL, namespaces):
-            self.cache.put_job(item)
-        if jobset:
-            async for item in kube.listing(JOBSET_PLURAL, REQUEST_LABEL, namespaces):
-                self.cache.put_jobset(item)
-            async for item in kube.listing("jobs", JOBSET_NAME_LABEL, namespaces):
-                self.cache.put_job(item)
-        if kueue:
-            # After the Jobs and JobSets: a Workload is kept only for one of ours.
-            async for item in kube.listing(WORKLOADS, "", namespaces):
-                self.on_event(WORKLOADS, False, item)
-        async for item in kube.listing("services", REQUEST_LABEL, namespaces):
-            self.cache.put_service(item)
-        async for item in kube.listing("nodes", NODE_POOL_LABEL_KEY):
-            self.cache.put_node(item)
+    def listed(self) -> None:
+        """kopf's first listing of every watched kind is in the cache: the workers start
+        (at the first call; later calls do nothing)."""
+        if not self.tasks:
+            self.start()
 
     def on_event(self, kind: str, deleted: bool, body: Mapping[str, Any]) -> None:
         """A watch event: the cache updated, and the requests it concerns woken."""
@@ -267,27 +195,28 @@ class Controller:
             self.queue.add((key[0], request))
 
     def _on_workload(self, namespace: str, deleted: bool, body: Mapping[str, Any]) -> None:
-        """A Kueue Workload's event: whether Kueue deactivated one of our Jobs' or
-        JobSets' (kept for that Job or JobSet), its request woken when that changed."""
+        """A Kueue Workload's event: whether Kueue deactivated a Job's or JobSet's, its
+        request (when the owner is one of ours) woken when that changed. Kept whether or
+        not the owner is known yet: kopf lists the kinds side by side, and a Workload may
+        come before its Job."""
         owner = workload_owner(body)
         if owner is None:
             return
-        if deleted:
-            self.cache.put_workload(owner.kind, namespace, owner.name, None)
-            return
-        request = self.cache.owner_of(owner.kind, (namespace, owner.name))
-        if request is None:
-            return  # not ours (a Job's Workload comes after the Job's own event)
-        if self.cache.put_workload(owner.kind, namespace, owner.name, owner.deactivated):
-            self.queue.add(request)
+        why = None if deleted else owner.deactivated
+        if self.cache.put_workload(owner.kind, namespace, owner.name, why):
+            request = self.cache.owner_of(owner.kind, (namespace, owner.name))
+            if request is not None:
+                self.queue.add(request)
 
     async def relist(self) -> int:
         """List again what the watches follow (not Kueue's LocalQueues: a queue deleted
         unseen only delays a clear condition), take in updates they missed, and forget
-        what was deleted unseen: a watch that broke (an API server restart) and started again
-        lists what is there and never reports what went meanwhile. Without this a Job
-        deleted then would be waited for, and a Node removed then would keep its pool
-        from counting as scaled down, for ever. The number of objects forgotten."""
+        what was deleted unseen. kopf goes on from the last version it saw when a watch
+        reconnects; when the server no longer has that version (410 Gone: an API server
+        restart, a long break) it lists again and reports what is there, never what went
+        meanwhile (its own indexes keep such objects too). Without this a Job deleted
+        then would be waited for, and a Node removed then would keep its pool from
+        counting as scaled down, for ever. The number of objects forgotten."""
         kube = self.reconciler.kube
         sources: list[tuple[str, str]] = [(PLURAL, ""), ("jobs", REQUEST_LABEL)]
         if self.jobset:
@@ -344,13 +273,11 @@ class Controller:
             self.queue.add(owner)
 
     async def relisting(self) -> None:
-        """`relist` soon after the start, then now and then (spread: replicas and
-        restarts do not line up). The first closes the gap between the start-up listing
-        and the watches' own: an object deleted in between is reported by neither."""
-        await asyncio.sleep(RELIST_FIRST_SECONDS)
+        """`relist` now and then (spread: replicas and restarts do not line up). Not at
+        the start: the caches hold kopf's first listing, and its watches go on from it."""
         while True:
-            await self.relist()
             await asyncio.sleep(RELIST_SECONDS * (0.75 + 0.5 * self.rng.random()))
+            await self.relist()
 
     def put_request(self, body: Mapping[str, Any]) -> None:
         key = key_of(body)
@@ -386,11 +313,11 @@ class Controller:
             "dws-idle-pools": self.sweep,
             "dws-relist": self.relisting,
             "dws-events": self.reconciler.events.run,
-            "dws-heap": _return_freed_heap,
+            "dws-heap": return_freed_heap,
             "dws-capacity-history": self.write_history,
         }
         self.tasks = [
-            asyncio.create_task(_supervised(name, loop), name=name) for name, loop in loops.items()
+            asyncio.create_task(supervised(name, loop), name=name) for name, loop in loops.items()
         ]
 
     async def write_history(self) -> None:
@@ -444,134 +371,3 @@ class Controller:
         await self.gke_api.transport.close()
         if self.compute is not None:
             self.compute.close()
-
-
-#: How often memory freed after a burst is handed back to the system.
-TRIM_SECONDS = 60.0
-
-
-async def _return_freed_heap() -> None:
-    """Hand memory freed on the C heap back to the system now and then. A burst (a
-    thousand requests, their JSON answers and watch events) leaves glibc's heap full of
-    free holes that it keeps by default: ~8 MiB at 1,000 requests, measured. Only where
-    the C library is glibc (the operator image's); elsewhere this loop only waits."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):
-        await asyncio.Event().wait()  # nothing to do, for the operator's life
-        return
-    while True:
-        await asyncio.sleep(TRIM_SECONDS)
-        trim(0)
-
-
-async def _supervised(name: str, loop: Callable[[], Awaitable[None]]) -> None:
-    """Run `loop` for the operator's life: a bug that ends it is logged and the loop
-    starts again after a pause, rather than leaving the operator half alive."""
-    while True:
-        try:
-            await loop()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("%s stopped; starting it again in %.0fs", name, RESTART_SECONDS)
-        await asyncio.sleep(RESTART_SECONDS)
-
-
-def build_controller(
-    config: OperatorConfig,
-    api: Connection,
-    kube: KubeApi,
-    kueue: bool,
-    jobset: bool,
-    metrics: OperatorMetrics | None = None,
-) -> Controller:
-    metrics = metrics or OperatorMetrics()
-    api.on_error = metrics.kube_error
-    gke_api = connect_gke(config.gke_endpoint)
-    # Every attempt of every GKE call asks the fence first: a replica that lost its
-    # Lease sends nothing more, reads included (it is about to exit anyway).
-    gke = NodePoolClient(gke_api, config.cluster_path, guard=FENCE.check, observer=metrics.gke_call)
-    mutations = NodePoolClient(
-        gke_api,
-        config.cluster_path,
-        retry=RetryPolicy(attempts=1),
-        guard=FENCE.check,
-        observer=metrics.gke_call,
-    )
-    cache = KubeCache()
-    queue: WorkQueue[Key] = WorkQueue()
-    facts = FactsMemo()
-    dependents = Dependents(facts)
-    holder: list[Controller] = []
-
-    def changed(pools: Iterable[str]) -> None:
-        holder[0].wake_pools(pools)
-
-    snapshot = PoolSnapshot(gke, changed, interval=config.gke_refresh_seconds)
-    scheduler = OperationScheduler(mutations, snapshot, queue.add, slots=config.gke_operation_slots)
-
-    def compute() -> ComputeApis:
-        # Connected on first use: only Ironwood slices and calendar-mode bookings need
-        # Compute, and its credentials are looked for then.
-        if holder[0].compute is None:
-            holder[0].compute = connect_compute(config.compute_endpoint)
-        return holder[0].compute
-
-    def policies() -> WorkloadPolicyClient:
-        return WorkloadPolicyClient(compute(), config.project, guard=FENCE.check)
-
-    def bookings() -> BookingClient:
-        return BookingClient(compute(), config.project, guard=FENCE.check)
-
-    shelf = PoolShelf(
-        snapshot,
-        cache,
-        scheduler,
-        idle_seconds=config.pool_idle_seconds,
-        namespaces=config.namespaces,
-        orphan_grace_seconds=config.orphan_grace_seconds,
-    )
-    reconciler = Reconciler(
-        Sources(
-            kube, cache, gke, mutations, snapshot, scheduler, shelf, facts, now=config.time.now
-        ),
-        ReconcileConfig(
-            kueue=kueue,
-            jobset=jobset,
-            default_queue=config.default_queue,
-            queued_queue=config.queued_queue,
-            location=config.location,
-            running_poll_seconds=config.running_poll_seconds,
-            book_without_approval=config.book_without_approval,
-            stuck_after_seconds=config.stuck_after_seconds,
-            max_recoveries=config.max_recoveries,
-        ),
-        policies,
-        metrics,
-        pool_defaults=config.pool_defaults,
-        bookings=bookings,
-        history=(
-            CapacityHistory(
-                kube, config.operator_namespace, config.capacity_history, time.monotonic
-            )
-            if config.capacity_history
-            else None
-        ),
-    )
-    controller = Controller(
-        api,
-        gke_api,
-        cache,
-        queue,
-        dependents,
-        snapshot,
-        scheduler,
-        shelf,
-        reconciler,
-        time=config.time,
-    )
-    reconciler.ledger.wake = queue.add
-    holder.append(controller)
-    return controller

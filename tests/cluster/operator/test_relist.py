@@ -9,9 +9,9 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from dws_operator.controller.assembly import build_controller
 from dws_operator.controller.config import OperatorConfig
 from dws_operator.controller.kube import KubeApi, connect
-from dws_operator.controller.runtime import build_controller
 from dws_operator.workload import REQUEST_LABEL
 from dws_workshop.devcluster import DevCluster
 from tests.polling import eventually
@@ -37,7 +37,9 @@ def _relist(
         kube = KubeApi(api)
         controller = build_controller(config, api, kube, False, False)
         try:
-            await controller.fill(kube, config.namespaces, False)
+            # What the watches would have brought in (kopf's listing fills the cache).
+            async for item in kube.listing("jobs", REQUEST_LABEL, config.namespaces):
+                controller.cache.put_job(item)
             kept_before = controller.cache.job(namespace, "real") is not None
             # The cache holds two Jobs the API server does not: one it knew before any
             # listing could have shown it gone (deleted unseen), one from after.

@@ -11,9 +11,9 @@ from typing import Any
 from kubernetes import client as k8s
 
 from dws_operator.api import GROUP, PLURAL, VERSION
+from dws_operator.controller.assembly import build_controller
 from dws_operator.controller.config import OperatorConfig
 from dws_operator.controller.kube import KubeApi, connect
-from dws_operator.controller.runtime import build_controller
 from dws_operator.reconcile import AT_ONCE
 from dws_workshop.devcluster import DevCluster
 from tests.builders import gpu, manifest, spec_body
@@ -45,7 +45,8 @@ def test_a_pass_on_an_old_copy_does_not_overwrite_a_newer_status(
         kube = KubeApi(connection)
         controller = build_controller(operator_config, connection, kube, False, False)
         try:
-            await controller.fill(kube, operator_config.namespaces, False)
+            async for item in kube.listing(PLURAL, "", operator_config.namespaces):
+                controller.on_event(PLURAL, False, item)
             old = copy.deepcopy(controller.cache.request(key))
             assert old is not None
             # Another writer gets there first; this replica's cache has not heard of it.
