@@ -34,11 +34,12 @@ if [ "$needs_cluster" = yes ] && [ -z "${DWS_K8S_BIN_DIR:-}" ]; then
 fi
 
 step "pytest"
-# Three files at a time on two cores (pytest-xdist; each worker starts its own session
-# clusters): the cluster tests mostly wait on servers and simulated clocks, so with two
-# workers the machine was busy about one core in two (warm CI 11 min 24 s); with three,
-# 1.5 cores and 8 min 36 s. DWS_TEST_WORKERS=0 runs everything in this process.
-pytest --numprocesses="${DWS_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder --durations=15 "$@"
+# Four files at a time on two cores (pytest-xdist; each worker starts its own session
+# clusters): the cluster tests mostly wait on servers and simulated clocks. Warm CI on
+# this 2-core machine (clean clone, `.ci/run`): two workers 11 min 24 s; three 9 min 17 s
+# to 9 min 44 s, about 1.05 cores busy; four 7 min 49 s, 1.4 cores (at 651cf44).
+# DWS_TEST_WORKERS=0 runs everything in this process.
+pytest --numprocesses="${DWS_TEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder --durations=15 "$@"
 
 # The lower bounds of pyproject.toml (hack/lower-bounds.sh: every dependency at the lowest
 # version it allows, and the tests that exercise those libraries run on them; about 1 min

@@ -148,8 +148,8 @@ class Reconciler:
             for action in decision.actions:
                 if not await self.executor.execute(observed.request, body, action):
                     # The cache held an object the API server no longer has: a deletion
-                    # no watch reported (made while a watch was down, or between the
-                    # start-up listing and the watch's). Forgotten; looked at again.
+                    # no watch reported (made while a watch was down and its kind
+                    # listed again). Forgotten; looked at again.
                     decision.requeue_after = AT_ONCE
                 elif isinstance(action, CreateJob | CreateService):
                     # Its status was written before it existed: looked at again at once

@@ -135,6 +135,10 @@ class Controller:
         """kopf's first listing of every watched kind is in the cache: the workers start
         (at the first call; later calls do nothing)."""
         if not self.tasks:
+            log.info(
+                "caches filled from the first listing (%d requests): workers started",
+                len(self.cache.request_keys()),
+            )
             self.start()
 
     def on_event(self, kind: str, deleted: bool, body: Mapping[str, Any]) -> None:
@@ -142,6 +146,10 @@ class Controller:
         cache = self.cache
         key = key_of(body)
         labels = (body.get("metadata") or {}).get("labels") or {}
+        if deleted and self._another_holds(kind, key, body):
+            # The delete of an older object of that name, come after the new one's
+            # event (kopf held the delete back until its first listings were in).
+            return
         if kind == PLURAL:
             if deleted:
                 self.remove_request(key)
@@ -194,6 +202,17 @@ class Controller:
         if request is not None:
             self.queue.add((key[0], request))
 
+    def _another_holds(self, kind: str, key: Key, body: Mapping[str, Any]) -> bool:
+        """Whether the cache holds, under `key`, an object other than `body` (another uid)."""
+        uid = (body.get("metadata") or {}).get("uid")
+        if not uid:
+            return False
+        if kind == PLURAL:
+            summary = self.cache.summary(key)
+            return summary is not None and summary.uid != uid
+        held = self.cache.uid(kind, key)
+        return held is not None and held != uid
+
     def _on_workload(self, namespace: str, deleted: bool, body: Mapping[str, Any]) -> None:
         """A Kueue Workload's event: whether Kueue deactivated a Job's or JobSet's, its
         request (when the owner is one of ours) woken when that changed. Kept whether or
@@ -202,7 +221,9 @@ class Controller:
         owner = workload_owner(body)
         if owner is None:
             return
-        why = None if deleted else owner.deactivated
+        # One being deleted (it goes after its owner) no longer says anything of it.
+        going = deleted or bool((body.get("metadata") or {}).get("deletionTimestamp"))
+        why = None if going else owner.deactivated
         if self.cache.put_workload(owner.kind, namespace, owner.name, why):
             request = self.cache.owner_of(owner.kind, (namespace, owner.name))
             if request is not None:
@@ -214,7 +235,7 @@ class Controller:
         what was deleted unseen. kopf goes on from the last version it saw when a watch
         reconnects; when the server no longer has that version (410 Gone: an API server
         restart, a long break) it lists again and reports what is there, never what went
-        meanwhile (its own indexes keep such objects too). Without this a Job deleted
+        meanwhile (its per-object memories of such objects are kept too). Without this a Job deleted
         then would be waited for, and a Node removed then would keep its pool from
         counting as scaled down, for ever. The number of objects forgotten."""
         kube = self.reconciler.kube

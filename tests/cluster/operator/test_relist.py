@@ -5,13 +5,16 @@ and what the cache learnt after the listing was taken is kept."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client as k8s
 
+from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.controller.assembly import build_controller
 from dws_operator.controller.config import OperatorConfig
-from dws_operator.controller.kube import KubeApi, connect
+from dws_operator.controller.kube import WORKLOADS, KubeApi, connect
+from dws_operator.controller.runtime import Controller
 from dws_operator.workload import REQUEST_LABEL
 from dws_workshop.devcluster import DevCluster
 from tests.polling import eventually
@@ -87,7 +90,7 @@ def test_a_job_deleted_unseen_is_forgotten_and_its_request_woken(
         },
     )
     # The Job controller marks a suspended Job so, a moment after it is made: were that
-    # write to land between the start-up listing and the relist, the relist would take
+    # write to land between the cache's filling and the relist, the relist would take
     # it in (rightly) and wake req-c too. Waited for, the Job no longer changes.
     eventually(
         lambda: any(
@@ -101,3 +104,114 @@ def test_a_job_deleted_unseen_is_forgotten_and_its_request_woken(
     assert forgotten == 1
     assert left == ["future", "real"]
     assert woken == [(namespace, "req-a")]  # the request of the Job forgotten, alone
+
+
+def _request(namespace: str, name: str, uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TrainingRequest",
+        "metadata": {"namespace": namespace, "name": name, "uid": uid, "resourceVersion": "5"},
+        "spec": {},
+    }
+
+
+#: Kueue's word why it deactivated a Workload.
+WHY = "the ProvisioningRequest was rejected"
+
+
+def _deactivated_workload(namespace: str, job: str, going: bool = False) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "namespace": namespace,
+        "name": f"job-{job}",
+        "ownerReferences": [{"kind": "Job", "name": job, "uid": f"uid-{job}"}],
+    }
+    if going:
+        metadata["deletionTimestamp"] = "2026-11-28T00:00:00Z"
+    return {
+        "metadata": metadata,
+        "spec": {"active": False},
+        "status": {
+            "conditions": [
+                {
+                    "type": "Evicted",
+                    "status": "True",
+                    "reason": "DeactivatedDueToAdmissionCheck",
+                    "message": WHY,
+                }
+            ]
+        },
+    }
+
+
+def _events(
+    devcluster: DevCluster, config: OperatorConfig, feed: Callable[[Controller], None]
+) -> Controller:
+    """A controller (not started) that has taken in the events `feed` gives it."""
+
+    async def main() -> Controller:
+        api = await connect(str(devcluster.kubeconfig))
+        kube = KubeApi(api)
+        controller = build_controller(config, api, kube, True, False)
+        try:
+            feed(controller)
+            return controller
+        finally:
+            await controller.stop()
+
+    return asyncio.run(main())
+
+
+def test_the_delete_of_an_older_object_of_a_name_leaves_the_newer_one(
+    devcluster: DevCluster, training_request_crd: str, operator_config: OperatorConfig
+) -> None:
+    """kopf holds a delete back until its first listings are in: by then a new object of
+    the same name may be in the cache."""
+    ns = "held-back"
+
+    def feed(controller: Controller) -> None:
+        controller.on_event("jobs", False, _job(ns, "j", "req", "7"))
+        controller.cache.put_job(
+            {"metadata": {**_job(ns, "j", "req", "8")["metadata"], "uid": "uid-new"}}
+        )
+        controller.on_event(PLURAL, False, _request(ns, "r", "uid-new"))
+        # The deletes of the older objects (uid-j, uid-old) come now.
+        controller.on_event("jobs", True, _job(ns, "j", "req", "9"))
+        controller.on_event(PLURAL, True, _request(ns, "r", "uid-old"))
+
+    controller = _events(devcluster, operator_config, feed)
+    assert controller.cache.uid("jobs", (ns, "j")) == "uid-new"
+    summary = controller.cache.summary((ns, "r"))
+    assert summary is not None
+    assert summary.uid == "uid-new"
+
+    def feed_same(controller: Controller) -> None:
+        controller.on_event("jobs", False, _job(ns, "j", "req", "7"))
+        controller.on_event(PLURAL, False, _request(ns, "r", "uid-r"))
+        controller.on_event("jobs", True, _job(ns, "j", "req", "9"))
+        controller.on_event(PLURAL, True, _request(ns, "r", "uid-r"))
+
+    controller = _events(devcluster, operator_config, feed_same)
+    # Its own delete removes it.
+    assert controller.cache.job(ns, "j") is None
+    assert controller.cache.summary((ns, "r")) is None
+
+
+def test_a_workload_deactivated_before_its_job_is_known_counts_once_the_job_is(
+    devcluster: DevCluster, training_request_crd: str, operator_config: OperatorConfig
+) -> None:
+    """kopf lists the kinds side by side: a Workload may come before its Job."""
+    ns = "side-by-side"
+
+    def feed(controller: Controller) -> None:
+        controller.on_event(WORKLOADS, False, _deactivated_workload(ns, "early"))
+        controller.on_event("jobs", False, _job(ns, "early", "req-e", "3"))
+        # One being deleted says nothing any more of its Job.
+        controller.on_event("jobs", False, _job(ns, "late", "req-l", "3"))
+        controller.on_event(WORKLOADS, False, _deactivated_workload(ns, "late", going=True))
+
+    controller = _events(devcluster, operator_config, feed)
+    # Kueue's word why.
+    assert (
+        controller.cache.deactivated("jobs", ns, "early") == "the ProvisioningRequest was rejected"
+    )
+    assert controller.cache.deactivated("jobs", ns, "late") is None
