@@ -14,6 +14,11 @@ from dws_operator.controller.pool_operation import CalledOff, Preparation
 FINALIZER = "dws-operator.dev/cleanup"
 
 
+#: Tries to add the finalizer to a request written meanwhile (a conflict each) before
+#: the operation's preparation fails (and is tried again by the scheduler).
+HOLD_TRIES = 4
+
+
 class Finalizers:
     def __init__(self, kube: KubeApi, cache: KubeCache) -> None:
         self.kube = kube
@@ -39,18 +44,24 @@ class Finalizers:
             body = self.cache.request(key)
             if body is None:
                 raise CalledOff(f"{key[0]}/{key[1]} is gone")
-            try:
-                held = await self.hold(body)
-            except Invalid as refused:
-                # "no new finalizers can be added if the object is being deleted"
-                raise CalledOff(f"{key[0]}/{key[1]}: {refused.reason}") from None
-            except Conflict:
-                # Changed since the cache saw it: read it as it is and try once more.
-                fresh = await self.kube.training_request(*key)
-                if fresh is None:
-                    raise CalledOff(f"{key[0]}/{key[1]} is gone") from None
-                self.cache.put_request(fresh)
-                held = await self.hold(fresh)
+            for tries_left in reversed(range(HOLD_TRIES)):
+                try:
+                    held = await self.hold(body)
+                    break
+                except Invalid as refused:
+                    # "no new finalizers can be added if the object is being deleted"
+                    raise CalledOff(f"{key[0]}/{key[1]}: {refused.reason}") from None
+                except Conflict:
+                    # Changed since it was read (the request's own passes write its
+                    # status meanwhile, each write a new version): read it as it is
+                    # and try again.
+                    if not tries_left:
+                        raise
+                    fresh = await self.kube.training_request(*key)
+                    if fresh is None:
+                        raise CalledOff(f"{key[0]}/{key[1]} is gone") from None
+                    self.cache.put_request(fresh)
+                    body = fresh
             if FINALIZER not in ((held.get("metadata") or {}).get("finalizers") or []):
                 raise CalledOff(f"{key[0]}/{key[1]} could not be held (gone or being deleted)")
 
