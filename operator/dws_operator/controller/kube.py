@@ -23,7 +23,14 @@ from dws_operator.api import GROUP, KIND, PLURAL, VERSION
 from dws_operator.api.policy import POLICY_PLURAL
 from dws_operator.identity import FIELD_MANAGER
 from dws_operator.kubekit.fence import FENCE
-from dws_operator.kubekit.transport import ApiError, Conflict, Connection, Invalid, NotFound
+from dws_operator.kubekit.transport import (
+    ApiError,
+    Conflict,
+    Connection,
+    Invalid,
+    NotFound,
+    Requests,
+)
 from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
 from dws_operator.multislice import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 
@@ -117,7 +124,7 @@ class Listed:
 class KubeApi:
     """Workloads, Services, Events and TrainingRequest status, as JSON."""
 
-    def __init__(self, api: Connection) -> None:
+    def __init__(self, api: Requests) -> None:
         self.api = api
 
     async def call(

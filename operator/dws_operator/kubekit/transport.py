@@ -12,14 +12,23 @@ import tempfile
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
 from dws_operator import rfc3339
 from dws_operator.kubekit.login import Login, log_in
 
-__all__ = ["ApiError", "Busy", "Conflict", "Connection", "Invalid", "NotFound", "api_error"]
+__all__ = [
+    "ApiError",
+    "Busy",
+    "Conflict",
+    "Connection",
+    "Invalid",
+    "NotFound",
+    "Requests",
+    "api_error",
+]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +86,25 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 
 def api_error(status: int, reason: str, body: str = "") -> ApiError:
     return _BY_STATUS.get(status, ApiError)(status, reason, body)
+
+
+class Requests(Protocol):
+    """What a client needs of a connection: `Connection`, or the tests' in-memory API
+    server (tests/fakes/kubernetes.py), which answers the same way."""
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> bytes:
+        """The answer's bytes; raises `ApiError` (by kind) for one that is not 2xx."""
+        ...
+
+    async def keep_logged_in(self) -> None: ...
 
 
 class Connection:

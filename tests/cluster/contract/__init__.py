@@ -1,0 +1,1 @@
+"""Contract tests: the same assertions against the tests' fakes and the real thing."""
