@@ -1,15 +1,16 @@
 """An in-memory Kubernetes API server for the fast test tier: `KubeApi(MemoryKube())`.
 
 It answers the calls `controller.kube.KubeApi` makes the way kube-apiserver does, and
-no others: create, get, list (label selectors, pages), JSON merge patch of an object or
-of its status, delete (uid precondition, finalizers), Events, discovery. Its errors are
-the transport's typed ones, with the real server's messages. It has no watches, no
-schema validation or defaulting (a CRD's defaults, a Job's selector, a Service's
-clusterIP), no managedFields or generation, no admission, no namespaces of its own
-(every namespace exists), and of the garbage collector only this: its finalizer comes
-off at once (owner references are not followed). tests/cluster/contract runs the same
-assertions against it and against a real kube-apiserver; where they disagree, the fake
-is wrong.
+no others: create, get, list (label selectors, pages), JSON merge patch and replacement
+(PUT) of an object or of its status, delete (uid precondition, finalizers), Events,
+discovery. Its errors are the transport's typed ones, with the real server's messages.
+Instead of HTTP watches it calls back with every change, as a watch tells it
+(`MemoryKube.watch`). It has no schema validation or defaulting (a CRD's defaults, a
+Job's selector, a Service's clusterIP), no managedFields or generation, no admission, no
+namespaces of its own (every namespace exists), no generateName (the operator names
+what it makes), and of the garbage collector only this: its finalizer comes off at once
+(owner references are not followed). tests/cluster/contract runs the same assertions
+against it and against a real kube-apiserver; where they disagree, the fake is wrong.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote
 
 from dws_operator import rfc3339
@@ -31,9 +32,17 @@ from dws_operator.api import GROUP, KIND, PLURAL, VERSION
 from dws_operator.api.policy import POLICY_KIND, POLICY_PLURAL
 from dws_operator.kubekit.transport import ApiError, api_error
 
-__all__ = ["DEFAULT_RESOURCES", "MemoryKube", "Resource"]
+__all__ = ["DEFAULT_RESOURCES", "EventType", "MemoryKube", "Resource", "Unwatch", "Watcher"]
 
 Object = dict[str, Any]
+
+#: A watch event's type, as the server names it.
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+#: Told of one change: the resource's plural ("jobs"), the event's type, and the object
+#: as a watch event carries it (the callback's own copy).
+Watcher = Callable[[str, EventType, Object], None]
+#: Ends a watch; calling it again does nothing.
+Unwatch = Callable[[], None]
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,15 @@ class Resource:
     #: Compiled into the API server (not a CRD): its list items carry no kind or
     #: apiVersion (a typed list's items are encoded without them).
     builtin: bool = False
+    #: A PUT to a name not there creates the object (a Lease's registry allows it; most
+    #: answer 404).
+    create_on_update: bool = False
+
+    @property
+    def unconditional_update(self) -> bool:
+        """Whether a PUT without a resourceVersion replaces whatever is stored: so for the
+        compiled-in kinds served here; a CRD's object refuses it (422)."""
+        return self.builtin
 
     @property
     def api_version(self) -> str:
@@ -72,8 +90,10 @@ class Resource:
 DEFAULT_RESOURCES = (
     Resource("", "v1", "services", "Service", status=True, builtin=True),
     Resource("", "v1", "events", "Event", builtin=True),
+    Resource("", "v1", "configmaps", "ConfigMap", builtin=True),
     Resource("", "v1", "nodes", "Node", namespaced=False, status=True, builtin=True),
     Resource("batch", "v1", "jobs", "Job", status=True, builtin=True),
+    Resource("coordination.k8s.io", "v1", "leases", "Lease", builtin=True, create_on_update=True),
     Resource(GROUP, VERSION, PLURAL, KIND, status=True),
     Resource(GROUP, VERSION, POLICY_PLURAL, POLICY_KIND),
 )
@@ -99,7 +119,8 @@ _OPTIMISTIC_LOCK = (
 class MemoryKube:
     """Objects in memory behind the `Connection` surface KubeApi uses (`request`,
     `keep_logged_in`, `close`, `on_error`). Every write moves one integer resource
-    version, as etcd's revision moves. `calls` records each request as (method, path)."""
+    version, as etcd's revision moves. `calls` records each request as (method, path);
+    `watch` tells a callback of every change."""
 
     def __init__(
         self,
@@ -116,6 +137,32 @@ class MemoryKube:
         # list's snapshot can hold them as they are.
         self._objects: dict[Resource, dict[tuple[str, str], Object]] = {}
         self._snapshots: dict[tuple[Resource, str | None, int], list[tuple[str, Object]]] = {}
+        self._watchers: dict[object, Watcher] = {}  # by a token of each watch, in order
+        #: The changes the request being answered made, told once it is answered.
+        self._changes: list[tuple[str, EventType, Object]] = []
+
+    def watch(self, callback: Watcher) -> Unwatch:
+        """Tell `callback` of every change from now on, of every resource, in the order
+        made, as a watch from the current version would: ADDED for a create (or a PUT
+        that creates); MODIFIED for every other write that moves the object's
+        resourceVersion (a patch or PUT of the object or its status, a finalizer on or
+        off, a delete held back by finalizers, the garbage collector's own finalizer
+        taken off); DELETED when the object goes, carrying its last stored state at the
+        version of the delete (newer than any it was stored at), as the real server's
+        does. A write that changes nothing moves no version and tells nothing.
+
+        Callbacks are called synchronously, in the order subscribed, after the request
+        that made the changes has made all of them and before its answer returns; each
+        gets its own deep copy. What a callback raises comes out of that request (its
+        changes made, and told to every other callback first). Returns the function that
+        ends this watch."""
+        token = object()
+        self._watchers[token] = callback
+
+        def unwatch() -> None:
+            self._watchers.pop(token, None)
+
+        return unwatch
 
     def writes(self) -> list[tuple[str, str]]:
         """The requests that were not reads."""
@@ -148,7 +195,21 @@ class MemoryKube:
             if self.on_error is not None:
                 self.on_error(error.status)
             raise
+        finally:
+            self._tell()
         return json.dumps(answer).encode()
+
+    def _tell(self) -> None:
+        changes, self._changes = self._changes, []
+        raised: Exception | None = None
+        for plural, type_, body in changes:
+            for watcher in list(self._watchers.values()):
+                try:
+                    watcher(plural, type_, copy.deepcopy(body))
+                except Exception as error:
+                    raised = raised or error
+        if raised is not None:
+            raise raised
 
     # -- routing ----------------------------------------------------------------------
 
@@ -167,6 +228,8 @@ class MemoryKube:
             return self._get(resource, namespace, name)
         elif method == "PATCH":
             return self._patch(resource, namespace, name, subresource, body, content_type)
+        elif method == "PUT":
+            return self._put(resource, namespace, name, subresource, body)
         elif method == "DELETE" and not subresource:
             return self._delete(resource, namespace, name, body)
         raise _error(405, "MethodNotAllowed", f"MemoryKube does not serve {method} {path}")
@@ -303,15 +366,22 @@ class MemoryKube:
         self.version += 1
         body["metadata"]["resourceVersion"] = str(self.version)
         metadata = body["metadata"]
-        self._objects.setdefault(resource, {})[
-            (metadata.get("namespace", ""), metadata["name"])
-        ] = body
+        stored = self._objects.setdefault(resource, {})
+        key = (metadata.get("namespace", ""), metadata["name"])
+        type_: EventType = "MODIFIED" if key in stored else "ADDED"
+        stored[key] = body
+        self._changes.append((resource.plural, type_, body))
         return body
 
     def _remove(self, resource: Resource, body: Object) -> None:
         self.version += 1  # a delete is a write: it moves the version too
         metadata = body["metadata"]
-        del self._objects[resource][(metadata.get("namespace", ""), metadata["name"])]
+        last = self._objects[resource].pop((metadata.get("namespace", ""), metadata["name"]))
+        # The DELETED event carries the object as last stored (a patch or PUT that took
+        # the last finalizer off is not stored: its finalizers are still on), at the
+        # version of the delete.
+        told = {**last, "metadata": {**last["metadata"], "resourceVersion": str(self.version)}}
+        self._changes.append((resource.plural, "DELETED", told))
 
     def _create(self, resource: Resource, namespace: str | None, body: Any) -> Object:
         if not isinstance(body, dict):
@@ -373,12 +443,84 @@ class MemoryKube:
         if not isinstance(patch, dict):
             raise _error(400, "BadRequest", "the patch is not a JSON object")
         merged: Object = _merge(old, patch)
-        new = merged
-        if not isinstance(new.get("metadata"), dict):
+        if not isinstance(merged.get("metadata"), dict):
             raise _error(400, "BadRequest", "the patched object has no metadata")
-        version = new["metadata"].get("resourceVersion")
         # A resourceVersion in the patch is a precondition: the update is made only over
         # that version (left out, the patch applies to whatever is stored).
+        self._check_version(resource, name, old, merged["metadata"].get("resourceVersion"))
+        return self._update(resource, name, old, merged, subresource)
+
+    def _put(
+        self, resource: Resource, namespace: str | None, name: str, subresource: str, body: Any
+    ) -> Object:
+        """A replacement: the object (or its status) as sent, over the resourceVersion
+        sent. Metadata left out of it (labels, finalizers, ...) is gone afterwards."""
+        if not isinstance(body, dict):
+            raise _error(400, "BadRequest", "the body of the request was not an object")
+        metadata = body.get("metadata")
+        metadata = dict(metadata) if isinstance(metadata, dict) else {}
+        given = metadata.get("name")
+        if not given:
+            raise _error(
+                400,
+                "BadRequest",
+                f"the name of the object ({name} based on URL) was undeterminable: name must "
+                "be provided",
+            )
+        if given != name:
+            raise _error(
+                400,
+                "BadRequest",
+                f"the name of the object ({given}) does not match the name on the URL ({name})",
+            )
+        if resource.namespaced:
+            if metadata.get("namespace") not in (None, "", namespace):
+                raise _error(
+                    400,
+                    "BadRequest",
+                    "the namespace of the provided object does not match the namespace sent "
+                    "on the request",
+                )
+            metadata["namespace"] = namespace
+        stored = self._objects.get(resource, {}).get((namespace or "", name))
+        if stored is None and resource.create_on_update and not subresource:
+            # Created as by a POST, whatever resourceVersion the body names.
+            return self._create(resource, namespace, body)
+        old = self._get(resource, namespace, name)
+        uid = metadata.get("uid")
+        if uid and uid != old["metadata"]["uid"]:
+            # A uid in the body is a precondition, checked by the storage layer before
+            # anything else (a stale resourceVersion too answers this).
+            key = "/".join(
+                part for part in (_storage_prefix(resource), namespace, name) if part is not None
+            )
+            raise _error(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {resource.qualified} "{name}": StorageError: '
+                f"invalid object, Code: 4, Key: /registry/{key}, ResourceVersion: 0, "
+                f"AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in "
+                f"object meta: {old['metadata']['uid']}",
+                _details(resource, name),
+            )
+        version = metadata.get("resourceVersion")
+        if not version and not resource.unconditional_update:
+            raise _invalid(
+                resource,
+                name,
+                "metadata.resourceVersion",
+                "Invalid",
+                "0: must be specified for an update",
+                by_resource=True,
+            )
+        self._check_version(resource, name, old, version)
+        metadata["uid"] = old["metadata"]["uid"]
+        return self._update(resource, name, old, {**body, "metadata": metadata}, subresource)
+
+    def _check_version(
+        self, resource: Resource, name: str, old: Object, version: str | None
+    ) -> None:
+        """A resourceVersion sent with a write must be the stored one."""
         if version and version != old["metadata"]["resourceVersion"]:
             raise _error(
                 409,
@@ -387,13 +529,21 @@ class MemoryKube:
                 f"{_OPTIMISTIC_LOCK}",
                 _details(resource, name),
             )
+
+    def _update(
+        self, resource: Resource, name: str, old: Object, new: Object, subresource: str
+    ) -> Object:
+        """Stores `new` over `old` (a patch's result, or a PUT's body) as the server
+        updates an object: what an update may not change is kept or refused."""
         if subresource == "status":
             # /status writes the status alone: everything else is kept as stored.
+            sent = new
             new = {key: value for key, value in old.items() if key != "status"}
-            if "status" in merged:
-                new["status"] = merged["status"]
+            if "status" in sent:
+                new["status"] = sent["status"]
         elif resource.status:
             # The object itself cannot write the status of a kind with a /status.
+            new = dict(new)
             new.pop("status", None)
             if "status" in old:
                 new["status"] = old["status"]
@@ -423,7 +573,7 @@ class MemoryKube:
                 )
             if not finalizers:
                 # The last finalizer off an object being deleted deletes it; the answer
-                # is the object as the patch left it (at the version it had).
+                # is the object as the update left it (at the version it had).
                 self._remove(resource, old)
                 return new
         if new == old:
@@ -566,6 +716,17 @@ def _decode(token: str) -> tuple[int, str]:
         ) from None
 
 
+#: Where etcd keeps a compiled-in resource, where that is not under its plural.
+_STORAGE = {("", "services"): "services/specs", ("", "nodes"): "minions"}
+
+
+def _storage_prefix(resource: Resource) -> str:
+    """The resource's etcd key prefix under /registry: a CRD's under its group."""
+    if not resource.builtin:
+        return f"{resource.group}/{resource.plural}"
+    return _STORAGE.get((resource.group, resource.plural), resource.plural)
+
+
 def _details(resource: Resource, name: str) -> dict[str, str]:
     # The server's details name the resource (plural) under "kind".
     return {"name": name, "group": resource.group, "kind": resource.plural}
@@ -593,17 +754,22 @@ def _error(
 _FIELD_ERRORS = {"Required": "Required value", "Forbidden": "Forbidden", "Invalid": "Invalid value"}
 
 
-def _invalid(resource: Resource, name: str, field: str, kind: str, detail: str) -> ApiError:
-    """422, as the server refuses an object breaking a rule: one field's error."""
+def _invalid(
+    resource: Resource, name: str, field: str, kind: str, detail: str, by_resource: bool = False
+) -> ApiError:
+    """422, as the server refuses an object breaking a rule: one field's error. Most name
+    the kind (`Job.batch`); `by_resource`: the resource (`jobs.batch`), as the registry's
+    own refusal of an update without a resourceVersion does."""
     problem = f"{_FIELD_ERRORS[kind]}: {detail}"
     return _error(
         422,
         "Invalid",
-        f'{resource.qualified_kind} "{name}" is invalid: {field}: {problem}',
+        f'{resource.qualified if by_resource else resource.qualified_kind} "{name}" is '
+        f"invalid: {field}: {problem}",
         {
             "name": name,
             "group": resource.group,
-            "kind": resource.kind,
+            "kind": resource.plural if by_resource else resource.kind,
             "causes": [{"reason": f"FieldValue{kind}", "message": problem, "field": field}],
         },
     )

@@ -1,6 +1,6 @@
 """What the in-memory Kubernetes does that no contract test can hold it to (its record of
-requests, the error hook, its refusals of what it does not serve); what it shares with
-kube-apiserver is in tests/cluster/contract."""
+requests, the error hook, its refusals of what it does not serve, how it calls its
+watchers); what it shares with kube-apiserver is in tests/cluster/contract."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ import pytest
 from dws_operator.api import PLURAL
 from dws_operator.controller import kube as kube_module
 from dws_operator.controller.kube import ApiError, Invalid, KubeApi
-from tests.builders import gpu, manifest, spec_body
+from tests.builders import CONTAINER, gpu, manifest, spec_body
 from tests.fakes import kubernetes as fake
-from tests.fakes.kubernetes import MemoryKube
+from tests.fakes.kubernetes import EventType, MemoryKube
+
+Told = tuple[str, EventType, str, str]
 
 
 def _request(name: str) -> dict[str, Any]:
@@ -88,7 +90,7 @@ def test_what_kube_api_does_not_use_is_not_served() -> None:
     async def main() -> list[int]:
         statuses = []
         for method, path, content_type in (
-            ("PUT", "/api/v1/namespaces/ns/services/a", "application/json"),
+            ("POST", "/api/v1/namespaces/ns/services/a", "application/json"),
             ("PATCH", "/api/v1/namespaces/ns/services/a", "application/json-patch+json"),
         ):
             try:
@@ -98,3 +100,104 @@ def test_what_kube_api_does_not_use_is_not_served() -> None:
         return statuses
 
     assert asyncio.run(main()) == [405, 415]
+
+
+def _told(into: list[Told]) -> fake.Watcher:
+    def watcher(plural: str, type_: EventType, body: dict[str, Any]) -> None:
+        metadata = body["metadata"]
+        into.append((plural, type_, metadata["name"], metadata["resourceVersion"]))
+
+    return watcher
+
+
+def test_a_watch_is_told_of_every_resource_until_it_ends() -> None:
+    memory = MemoryKube()
+    kube = KubeApi(memory)
+    first: list[Told] = []
+    second: list[Told] = []
+    unwatch = memory.watch(_told(first))
+    memory.watch(_told(second))
+
+    async def main() -> None:
+        made = await kube.create(PLURAL, _request("a"))
+        assert made is not None
+        await kube.call("POST", "/api/v1/nodes", body={"metadata": {"name": "node"}})
+        await kube.post_event(made, "Normal", "Told", "about a")
+        unwatch()
+        unwatch()  # ended already: nothing
+        await kube.patch_metadata("ns", "a", {"labels": {"b": "c"}})
+
+    asyncio.run(main())
+    assert [(plural, type_, name) for plural, type_, name, _ in first] == [
+        (PLURAL, "ADDED", "a"),
+        ("nodes", "ADDED", "node"),
+        ("events", "ADDED", first[2][2]),
+    ]
+    assert second[:3] == first
+    assert second[3:] == [(PLURAL, "MODIFIED", "a", str(memory.version))]
+    assert [int(version) for *_, version in second] == list(range(2, memory.version + 1))
+
+
+def test_watchers_are_told_after_the_request_each_with_a_copy_of_its_own() -> None:
+    memory = MemoryKube()
+    kube = KubeApi(memory)
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "ns"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [CONTAINER]}}},
+    }
+    told: list[tuple[EventType, list[str], int]] = []
+    kept: list[dict[str, Any]] = []
+
+    def spoiler(plural: str, type_: EventType, body: dict[str, Any]) -> None:
+        # Whatever a watcher does to its copy reaches neither the store nor the others.
+        body["metadata"]["finalizers"] = ["spoiled"]
+        body["spec"].clear()
+
+    def watcher(plural: str, type_: EventType, body: dict[str, Any]) -> None:
+        # Told once the request made all its changes: the version is the last one's.
+        told.append((type_, body["metadata"].get("finalizers", []), memory.version))
+        kept.append(body)
+
+    memory.watch(spoiler)
+    memory.watch(watcher)
+
+    async def main() -> dict[str, Any]:
+        await kube.create("jobs", job)
+        await kube.delete("jobs", "ns", "j", foreground=True)
+        return await kube.create("jobs", job) or {}
+
+    again = asyncio.run(main())
+    # The delete's two changes, the collector's finalizer on and off, are told after both.
+    assert told == [
+        ("ADDED", [], 2),
+        ("MODIFIED", ["foregroundDeletion"], 4),
+        ("DELETED", ["foregroundDeletion"], 4),
+        ("ADDED", [], 5),
+    ]
+    assert all(body["spec"]["template"] for body in kept)
+    assert "finalizers" not in again["metadata"]
+
+
+def test_what_a_watcher_raises_comes_out_of_the_request_whose_change_is_made() -> None:
+    memory = MemoryKube()
+    kube = KubeApi(memory)
+
+    told: list[Told] = []
+
+    def failing(plural: str, type_: EventType, body: dict[str, Any]) -> None:
+        raise RuntimeError(f"{type_} {body['metadata']['name']}")
+
+    memory.watch(failing)
+    memory.watch(_told(told))
+
+    async def main() -> dict[str, Any] | None:
+        with pytest.raises(RuntimeError, match="ADDED a"):
+            await kube.create(PLURAL, _request("a"))
+        return await kube.training_request("ns", "a")
+
+    stored = asyncio.run(main())
+    assert stored is not None
+    # Made, and told to the other watcher all the same.
+    assert told == [(PLURAL, "ADDED", "a", stored["metadata"]["resourceVersion"])]
