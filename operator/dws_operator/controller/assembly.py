@@ -5,7 +5,9 @@ once at start-up into a `Controller`."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+
+from google.cloud.container_v1 import ClusterManagerAsyncClient
 
 from dws_operator.controller.cache import Key, KubeCache
 from dws_operator.controller.config import OperatorConfig
@@ -42,17 +44,28 @@ def build_controller(
     kueue: bool,
     jobset: bool,
     metrics: OperatorMetrics | None = None,
+    *,
+    gke_api: ClusterManagerAsyncClient | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Controller:
+    """The operator's parts on `api` (the Kubernetes connection `kube` calls through) and
+    GKE (`gke_api`, or a client of `config.gke_endpoint`). `clock` is the monotonic time
+    of every timer, pause and deadline, as `config.time` is the time decisions are made
+    in: a test gives both a virtual clock and moves it."""
     metrics = metrics or OperatorMetrics()
     api.on_error = metrics.kube_error
-    gke_api = connect_gke(config.gke_endpoint)
+    if gke_api is None:
+        gke_api = connect_gke(config.gke_endpoint)
     # Every attempt of every GKE call asks the fence first: a replica that lost its
     # Lease sends nothing more, reads included (it is about to exit anyway).
-    gke = NodePoolClient(gke_api, config.cluster_path, guard=FENCE.check, observer=metrics.gke_call)
+    gke = NodePoolClient(
+        gke_api, config.cluster_path, clock=clock, guard=FENCE.check, observer=metrics.gke_call
+    )
     mutations = NodePoolClient(
         gke_api,
         config.cluster_path,
         retry=RetryPolicy(attempts=1),
+        clock=clock,
         guard=FENCE.check,
         observer=metrics.gke_call,
     )
@@ -60,7 +73,7 @@ def build_controller(
     if kueue:
         # Watched from the start: no pass runs before kopf's first listing of them.
         cache.know_local_queues()
-    queue: WorkQueue[Key] = WorkQueue()
+    queue: WorkQueue[Key] = WorkQueue(clock)
     facts = FactsMemo()
     dependents = Dependents(facts)
     holder: list[Controller] = []
@@ -68,8 +81,10 @@ def build_controller(
     def changed(pools: Iterable[str]) -> None:
         holder[0].wake_pools(pools)
 
-    snapshot = PoolSnapshot(gke, changed, interval=config.gke_refresh_seconds)
-    scheduler = OperationScheduler(mutations, snapshot, queue.add, slots=config.gke_operation_slots)
+    snapshot = PoolSnapshot(gke, changed, interval=config.gke_refresh_seconds, clock=clock)
+    scheduler = OperationScheduler(
+        mutations, snapshot, queue.add, slots=config.gke_operation_slots, clock=clock
+    )
 
     def compute() -> ComputeApis:
         # Connected on first use: only Ironwood slices and calendar-mode bookings need
@@ -89,12 +104,13 @@ def build_controller(
         cache,
         scheduler,
         idle_seconds=config.pool_idle_seconds,
+        clock=lambda: config.time.now().timestamp(),
         namespaces=config.namespaces,
         orphan_grace_seconds=config.orphan_grace_seconds,
     )
     reconciler = Reconciler(
         Sources(
-            kube, cache, gke, mutations, snapshot, scheduler, shelf, facts, now=config.time.now
+            kube, cache, gke, mutations, snapshot, scheduler, shelf, facts, config.time.now, clock
         ),
         ReconcileConfig(
             kueue=kueue,
@@ -112,9 +128,7 @@ def build_controller(
         pool_defaults=config.pool_defaults,
         bookings=bookings,
         history=(
-            CapacityHistory(
-                kube, config.operator_namespace, config.capacity_history, time.monotonic
-            )
+            CapacityHistory(kube, config.operator_namespace, config.capacity_history, clock)
             if config.capacity_history
             else None
         ),
@@ -131,6 +145,7 @@ def build_controller(
         reconciler,
         namespaces=config.namespaces,
         jobset=jobset,
+        clock=clock,
         time=config.time,
     )
     reconciler.ledger.wake = queue.add

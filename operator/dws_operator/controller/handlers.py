@@ -25,25 +25,21 @@ from typing import Any
 
 import kopf
 
-from dws_operator.api import GROUP, PLURAL, VERSION
-from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.assembly import build_controller
 from dws_operator.controller.config import KueueMode, OperatorConfig
 from dws_operator.controller.finalizers import FINALIZER
-from dws_operator.controller.kube import LOCAL_QUEUES, POLICIES, WORKLOADS, KubeApi, connect
+from dws_operator.controller.kube import KubeApi, connect
 from dws_operator.controller.metrics import OperatorMetrics
 from dws_operator.controller.runtime import Controller
+from dws_operator.controller.watched import KUEUE_KINDS, WATCHED
 from dws_operator.gke import GkeError
 from dws_operator.kubekit.login import log_in
-from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
+from dws_operator.kueue_objects import KUEUE_GROUP
 from dws_operator.kueue_versions import unsupported_kueue
 from dws_operator.multislice import (
     JOBSET_GROUP,
-    JOBSET_NAME_LABEL,
-    JOBSET_PLURAL,
     JOBSET_VERSION,
 )
-from dws_operator.workload import REQUEST_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -179,31 +175,19 @@ def build_registry(
 
 
 def _watch(registry: kopf.OperatorRegistry) -> None:
-    """Watch events fill the caches and wake the requests they concern."""
-    for number, (kind, group, version, plural, labels) in enumerate(_WATCHED):
-        _watch_kind(registry, f"{kind}-{number}", kind, group, version, plural, labels)
-
-
-#: What is watched: (the cache's kind, group, version, plural, label selector). Our Jobs,
-#: and the Jobs a JobSet controller makes for our JobSets, under the one kind "jobs".
-#: kopf watches JobSets and Kueue's and our policies' kinds only where their CRDs are.
-_WATCHED: tuple[tuple[str, str, str, str, Mapping[str, Any] | None], ...] = (
-    (PLURAL, GROUP, VERSION, PLURAL, None),
-    ("jobs", "batch", "v1", "jobs", {REQUEST_LABEL: kopf.PRESENT}),
-    ("jobs", "batch", "v1", "jobs", {JOBSET_NAME_LABEL: kopf.PRESENT}),
-    (JOBSET_PLURAL, JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL, {REQUEST_LABEL: kopf.PRESENT}),
-    # Kueue's LocalQueues: a request whose queue does not exist says so, and goes on
-    # when it is made. Its Workloads: one Kueue deactivated (it gave up on it) will
-    # never run, and its request need not wait for its time to run out.
-    (LOCAL_QUEUES, KUEUE_GROUP, KUEUE_API_VERSION, LOCAL_QUEUES, None),
-    (WORKLOADS, KUEUE_GROUP, KUEUE_API_VERSION, WORKLOADS, None),
-    (POLICIES, GROUP, VERSION, POLICIES, None),
-    ("services", "", "v1", "services", {REQUEST_LABEL: kopf.PRESENT}),
-    ("nodes", "", "v1", "nodes", {NODE_POOL_LABEL_KEY: kopf.PRESENT}),
-)
-
-#: Kinds the operator follows only when it queues through Kueue.
-_KUEUE_KINDS = frozenset({LOCAL_QUEUES, WORKLOADS})
+    """Watch events fill the caches and wake the requests they concern. kopf watches
+    JobSets and Kueue's and our policies' kinds only where their CRDs are."""
+    for number, watched in enumerate(WATCHED):
+        labels = None if watched.label is None else {watched.label: kopf.PRESENT}
+        _watch_kind(
+            registry,
+            f"{watched.kind}-{number}",
+            watched.kind,
+            watched.group,
+            watched.version,
+            watched.plural,
+            labels,
+        )
 
 
 def _watch_kind(
@@ -217,7 +201,7 @@ def _watch_kind(
 ) -> None:
     def controller_of(memo: kopf.Memo) -> Controller | None:
         controller: Controller | None = memo.get("controller")
-        if controller is None or (kind in _KUEUE_KINDS and not controller.uses_kueue):
+        if controller is None or (kind in KUEUE_KINDS and not controller.uses_kueue):
             return None
         return controller
 

@@ -26,6 +26,10 @@ POLL_SECONDS = 2.0
 MIN_LOOK_SECONDS = 0.05
 #: A late operation is looked at again after this share of its usual duration.
 LATE_SHARE = 0.1
+#: A look due this soon is due now: a due time is a sum of clock readings, and lands a
+#: hair past the clock's reading at that moment (a clock that moves only when every task
+#: waits, as the tests' virtual one, would otherwise be waited on for ever).
+CLOCK_SLACK = 1e-6
 #: Weight of the newest duration in the moving average.
 LEARNING = 0.3
 
@@ -72,13 +76,16 @@ class OperationFollower:
         while True:
             wait = self._next_look()
             self._running_changed.clear()
-            if wait is None or wait > 0:
+            if wait is None or wait > CLOCK_SLACK:
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for may swallow a
+                # cancellation that comes as the event is set, and the loop would go on.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._running_changed.wait(), wait)
+                    async with asyncio.timeout(wait):
+                        await self._running_changed.wait()
                 continue
             now = self._clock()
             for operation in self._followed():
-                if self._due(operation, now) <= now:
+                if self._due(operation, now) <= now + CLOCK_SLACK:
                     # Each look on its own: one slow answer holds up no other look.
                     self._looking.add(operation.pool)
                     self._spawn(self._look(operation))
@@ -125,7 +132,7 @@ class OperationFollower:
             operation.looked_at = self._clock()
 
     def _next_look(self) -> float | None:
-        """Seconds until the next look (<= 0: now); None: nothing runs."""
+        """Seconds until the next look (<= CLOCK_SLACK: now); None: nothing runs."""
         running = self._followed()
         if not running:
             return None

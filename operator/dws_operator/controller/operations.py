@@ -180,8 +180,11 @@ class OperationScheduler:
         while True:
             wait = self._start_what_fits()
             self._kick.clear()
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for may swallow a
+            # cancellation that comes as the event is set, and the loop would go on.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), wait)
+                async with asyncio.timeout(wait):
+                    await self._kick.wait()
 
     def _start_what_fits(self) -> float | None:
         """Start queued operations while slots are free; seconds until one may start."""

@@ -17,7 +17,6 @@ from typing import Any
 import aiohttp
 
 from dws_operator.api import PLURAL, TERMINAL_PHASES
-from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller.background import return_freed_heap, supervised
 from dws_operator.controller.cache import Key, KubeCache, key_of
 from dws_operator.controller.config import OperatorTime
@@ -35,6 +34,7 @@ from dws_operator.controller.pool_operation import PoolOperation, Priority
 from dws_operator.controller.pools import PoolSnapshot
 from dws_operator.controller.reconciler import Reconciler
 from dws_operator.controller.reuse import PoolShelf
+from dws_operator.controller.watched import watched
 from dws_operator.controller.workloads import workload_owner
 from dws_operator.gke import (
     ComputeApis,
@@ -230,19 +230,17 @@ class Controller:
                 self.queue.add(request)
 
     async def relist(self) -> int:
-        """List again what the watches follow (not Kueue's LocalQueues: a queue deleted
-        unseen only delays a clear condition), take in updates they missed, and forget
-        what was deleted unseen. kopf goes on from the last version it saw when a watch
-        reconnects; when the server no longer has that version (410 Gone: an API server
-        restart, a long break) it lists again and reports what is there, never what went
-        meanwhile (its per-object memories of such objects are kept too). Without this a Job deleted
-        then would be waited for, and a Node removed then would keep its pool from
-        counting as scaled down, for ever. The number of objects forgotten."""
+        """List again what the watches follow (not Kueue's kinds: a LocalQueue deleted
+        unseen only delays a clear condition, a Workload goes with its Job), take in
+        updates they missed, and forget what was deleted unseen. kopf goes on from the
+        last version it saw when a watch reconnects; when the server no longer has that
+        version (410 Gone: an API server restart, a long break) it lists again and
+        reports what is there, never what went meanwhile (its per-object memories of
+        such objects are kept too). Without this a Job deleted then would be waited for,
+        and a Node removed then would keep its pool from counting as scaled down, for
+        ever. The number of objects forgotten."""
         kube = self.reconciler.kube
-        sources: list[tuple[str, str]] = [(PLURAL, ""), ("jobs", REQUEST_LABEL)]
-        if self.jobset:
-            sources += [(JOBSET_PLURAL, REQUEST_LABEL), ("jobs", JOBSET_NAME_LABEL)]
-        sources += [("services", REQUEST_LABEL), ("nodes", NODE_POOL_LABEL_KEY), (POLICIES, "")]
+        sources = [(w.kind, w.label or "") for w in watched(kueue=False, jobset=self.jobset)]
         # A kind listed twice (Jobs by two labels) is judged on both lists together,
         # at the older of their versions.
         seen: dict[tuple[str, str | None], tuple[set[Key], int | None]] = {}

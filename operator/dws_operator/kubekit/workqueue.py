@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 
 #: After a failed pass: 1 s, doubling per consecutive failure of that key, at most this.
 MAX_BACKOFF_SECONDS = 60.0
+#: A key due this soon is due now: its due time is a sum of clock readings, and lands a
+#: hair past the clock's reading at that moment (a clock that moves only when every task
+#: waits, as the tests' virtual one, would otherwise be waited on for ever).
+CLOCK_SLACK = 1e-6
 
 
 class WorkQueue(Generic[K]):
@@ -99,7 +103,7 @@ class WorkQueue(Generic[K]):
             if self._due.get(key) != due:
                 heapq.heappop(self._delayed)  # superseded or forgotten
                 continue
-            if due > now:
+            if due > now + CLOCK_SLACK:
                 return due - now
             heapq.heappop(self._delayed)
             del self._due[key]
@@ -116,8 +120,11 @@ class WorkQueue(Generic[K]):
                 self._processing.add(key)
                 return key
             self._changed.clear()
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for may swallow a
+            # cancellation that comes as the event is set, and the loop would go on.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), wait)
+                async with asyncio.timeout(wait):
+                    await self._changed.wait()
         return None
 
     def done(self, key: K) -> None:

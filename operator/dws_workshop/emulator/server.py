@@ -126,11 +126,11 @@ class ClusterManagerEmulator(CallLog[CallRecord]):
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         handlers = {
             name: grpc.unary_unary_rpc_method_handler(
-                self._handler(method),
+                self.handler(method),
                 request_deserializer=method.request_type.deserialize,
                 response_serializer=method.response_type.serialize,
             )
-            for name, method in self._service.methods().items()
+            for name, method in self.service_methods().items()
         }
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),)
@@ -264,7 +264,13 @@ class ClusterManagerEmulator(CallLog[CallRecord]):
         rng = self._rngs.setdefault(stream, random.Random(f"{self.config.seed}:{stream}"))
         return rng.random() < rate
 
-    def _handler(self, method: Method) -> Handler:
+    def service_methods(self) -> dict[str, Method]:
+        """The ClusterManager methods served, by GKE's name (CreateNodePool, ...)."""
+        return self._service.methods()
+
+    def handler(self, method: Method) -> Handler:
+        """`method` answered as served: faults, quota, the call log; a refusal through
+        `context.abort`. The tests' in-process client calls it without gRPC."""
         name = method.name
 
         async def handle(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:

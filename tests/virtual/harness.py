@@ -1,0 +1,344 @@
+"""The operator's whole controller (caches, work queue, GKE snapshot, operation scheduler,
+idle-pool shelf, reconciler, its background loops) on a virtual clock: Kubernetes is the
+in-memory API server (tests/fakes/kubernetes.py), GKE the emulator answering in process
+(tests/fakes/gke.py), and the event loop is looptime's, whose time moves only when every
+task waits. A test steps time by waiting (`await op.until(...)`, `await op.sleep(...)`);
+nothing waits on the machine's clock, so a slow machine gives the same verdict.
+
+What kopf does in production, the harness does here: it delivers every change of a
+watched kind (`controller.watched`) to `Controller.on_event`, and starts the workers once
+the objects present at the start are in the cache. The test stands in for the Job
+controller, the kubelet and GKE's autoscaler: it writes a Job's status, and gives a pool
+its Nodes (in GKE and as Node objects).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import looptime
+from google.cloud import container_v1
+
+from dws_operator.api import GROUP, PLURAL, VERSION
+from dws_operator.catalog import NODE_POOL_LABEL_KEY
+from dws_operator.controller import KueueMode, OperatorConfig
+from dws_operator.controller.assembly import build_controller
+from dws_operator.controller.config import OperatorTime
+from dws_operator.controller.kube import KubeApi
+from dws_operator.controller.runtime import Controller
+from dws_operator.controller.watched import Watched, watched
+from dws_operator.workload import REQUEST_LABEL
+from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
+from tests.builders import manifest, spec_body
+from tests.fakes.gke import InProcessGke
+from tests.fakes.kubernetes import DEFAULT_RESOURCES, MemoryKube, Resource, Watcher
+
+T = TypeVar("T")
+
+#: Where virtual time starts: the decisions' UTC and the emulator's calendar both read
+#: `EPOCH + loop.time()`.
+EPOCH = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
+NAMESPACE = "team-a"
+#: How long `until` waits (virtual seconds) before it says what never came.
+UNTIL_SECONDS = 3600.0
+
+
+@dataclass
+class VirtualOperator:
+    """One operator serving NAMESPACE, and what the test does around it."""
+
+    kube: MemoryKube
+    emulator: ClusterManagerEmulator
+    gke: InProcessGke
+    controller: Controller
+    config: OperatorConfig
+    namespace: str = NAMESPACE
+    name: str = field(default_factory=lambda: f"tr-{uuid.uuid4().hex[:6]}")
+    cluster: str = DEFAULT_CLUSTER
+
+    # -- time ---------------------------------------------------------------------------
+
+    @staticmethod
+    def now() -> float:
+        """Virtual seconds since the start."""
+        return asyncio.get_running_loop().time()
+
+    @staticmethod
+    async def sleep(seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    async def until(
+        self,
+        check: Callable[[], T | Awaitable[T]],
+        what: str = "",
+        within: float = UNTIL_SECONDS,
+        step: float = 1.0,
+    ) -> T:
+        """`check()`'s first truthy answer, looked at every `step` virtual seconds."""
+        deadline = self.now() + within
+        while True:
+            answer = check()
+            if asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future):
+                answer = await answer
+            if answer:
+                return answer  # type: ignore[return-value]
+            if self.now() >= deadline:
+                raise AssertionError(f"not within {within:.0f} virtual seconds: {what}")
+            await asyncio.sleep(step)
+
+    # -- Kubernetes -------------------------------------------------------------------
+
+    async def call(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
+        answer = await self.kube.request(method, path, body=body, **kw)
+        return json.loads(answer)
+
+    def _request_path(self, name: str | None = None) -> str:
+        path = f"/apis/{GROUP}/{VERSION}/namespaces/{self.namespace}/{PLURAL}"
+        return f"{path}/{name}" if name else path
+
+    async def create(
+        self, accelerator: dict[str, Any], mode: str = "FlexStart", **extra: Any
+    ) -> dict[str, Any]:
+        body = manifest(self.name, spec_body(accelerator, mode=mode, **extra))
+        created: dict[str, Any] = await self.call("POST", self._request_path(), body)
+        return created
+
+    def get(self) -> dict[str, Any] | None:
+        """The TrainingRequest as stored now (None once gone)."""
+        return self.stored(PLURAL, self.name, GROUP)
+
+    def stored(self, plural: str, name: str, group: str = "") -> dict[str, Any] | None:
+        """An object of the namespace (or a cluster-scoped one) as stored now."""
+        for resource, objects in self.kube._objects.items():
+            if (resource.plural, resource.group) == (plural, group):
+                namespace = self.namespace if resource.namespaced else ""
+                body = objects.get((namespace, name))
+                return copy.deepcopy(body) if body is not None else None
+        return None
+
+    def status(self) -> dict[str, Any]:
+        status: dict[str, Any] = (self.get() or {}).get("status") or {}
+        return status
+
+    def phase(self) -> str | None:
+        phase: str | None = self.status().get("phase")
+        return phase
+
+    async def wait_phase(self, *phases: str, within: float = UNTIL_SECONDS) -> dict[str, Any]:
+        await self.until(
+            lambda: self.phase() in phases, f"phase {phases} (now {self.phase()})", within
+        )
+        return self.status()
+
+    def condition(self, type_: str) -> dict[str, Any] | None:
+        return next((c for c in self.status().get("conditions", []) if c["type"] == type_), None)
+
+    async def delete(self) -> None:
+        await self.call("DELETE", self._request_path(self.name))
+
+    def objects(self, plural: str, group: str = "") -> list[dict[str, Any]]:
+        """Every stored object of a kind in the namespace (cluster-scoped: all)."""
+        found: list[dict[str, Any]] = []
+        for resource, objects in self.kube._objects.items():
+            if resource.plural == plural and resource.group == group:
+                found += [
+                    copy.deepcopy(body)
+                    for (namespace, _), body in objects.items()
+                    if namespace in ("", self.namespace)
+                ]
+        return found
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return [
+            j
+            for j in self.objects("jobs", "batch")
+            if (j["metadata"].get("labels") or {}).get(REQUEST_LABEL) == self.name
+        ]
+
+    async def job(self) -> dict[str, Any]:
+        jobs = await self.until(self.jobs, "the Job")
+        assert len(jobs) == 1, [j["metadata"]["name"] for j in jobs]
+        return jobs[0]
+
+    def service(self) -> dict[str, Any] | None:
+        return self.stored("services", self.name)
+
+    def events(self) -> list[str]:
+        return [
+            e["reason"]
+            for e in self.objects("events")
+            if (e.get("involvedObject") or {}).get("name") == self.name
+        ]
+
+    async def job_status(self, job: dict[str, Any], status: dict[str, Any]) -> None:
+        """Stand in for the Job controller: the Job's status becomes `status`."""
+        name = job["metadata"]["name"]
+        path = f"/apis/batch/v1/namespaces/{self.namespace}/jobs/{name}/status"
+        await self.call(
+            "PATCH", path, {"status": status}, content_type="application/merge-patch+json"
+        )
+
+    async def job_running(self, ready: int) -> dict[str, Any]:
+        job = await self.job()
+        await self.job_status(job, {"active": ready, "ready": ready})
+        return job
+
+    async def job_succeeded(self) -> dict[str, Any]:
+        job = await self.job()
+        completions = job["spec"].get("completions") or 1
+        await self.job_status(
+            job,
+            {
+                "active": 0,
+                "ready": 0,
+                "succeeded": completions,
+                "conditions": [
+                    {"type": "SuccessCriteriaMet", "status": "True"},
+                    {"type": "Complete", "status": "True"},
+                ],
+            },
+        )
+        return job
+
+    # -- GKE --------------------------------------------------------------------------
+
+    def pool(self, name: str) -> container_v1.NodePool | None:
+        return self.emulator.node_pool(f"{self.cluster}/nodePools/{name}")
+
+    def pool_names(self) -> set[str]:
+        return {str(pool.name) for pool, _ in self.emulator.node_pools(self.cluster)}
+
+    def pool_nodes(self, name: str) -> int:
+        counts = {str(pool.name): n for pool, n in self.emulator.node_pools(self.cluster)}
+        return counts.get(name, 0)
+
+    def created_pools(self) -> list[container_v1.NodePool]:
+        """The CreateNodePool requests GKE accepted."""
+        return [c.request.node_pool for c in self.emulator.calls_for("CreateNodePool") if c.ok]
+
+    @property
+    def pool_name(self) -> str:
+        name: str = (self.status().get("nodePool") or {}).get("name") or ""
+        assert name, self.status()
+        return name
+
+    async def nodes_up(self, pool: str, count: int) -> None:
+        """Stand in for GKE's autoscaler and the kubelets: `pool` has `count` Nodes."""
+        assert self.emulator.set_node_count(f"{self.cluster}/nodePools/{pool}", count)
+        have = self.nodes_of(pool)
+        for index in range(len(have), count):
+            node = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": f"gke-{pool}-{index}",
+                    "labels": {NODE_POOL_LABEL_KEY: pool},
+                },
+            }
+            await self.call("POST", "/api/v1/nodes", node)
+        for node in have[count:]:
+            await self.call("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
+
+    def nodes_of(self, pool: str) -> list[dict[str, Any]]:
+        return sorted(
+            (
+                n
+                for n in self.objects("nodes")
+                if (n["metadata"].get("labels") or {}).get(NODE_POOL_LABEL_KEY) == pool
+            ),
+            key=lambda n: str(n["metadata"]["name"]),
+        )
+
+    def at_zero(self, pool: str) -> bool:
+        """As the e2e harness judges it: capped at zero, or a TPU slice pool (never
+        capped) with no Node left."""
+        found = self.pool(pool)
+        if found is None:
+            return False
+        placement = found.placement_policy
+        scaling = found.autoscaling
+        ceiling = max(scaling.max_node_count, scaling.total_max_node_count)
+        if placement.tpu_topology or placement.policy_name:
+            return ceiling > 0 and self.pool_nodes(pool) == 0
+        return ceiling == 0
+
+
+def _deliver(controller: Controller, follows: tuple[Watched, ...]) -> Watcher:
+    """What kopf does with a watch event, told to the controller in the loop's next turn
+    (a watch event comes after the write's answer)."""
+    loop = asyncio.get_running_loop()
+
+    def tell(plural: str, deleted: bool, body: dict[str, Any]) -> None:
+        labels = (body.get("metadata") or {}).get("labels") or {}
+        for w in follows:
+            if w.plural == plural and w.selects(labels):
+                controller.on_event(w.kind, deleted, body)
+
+    def watcher(plural: str, event: str, body: dict[str, Any]) -> None:
+        loop.call_soon(tell, plural, event == "DELETED", body)
+
+    return watcher
+
+
+def operator_config(**settings: Any) -> OperatorConfig:
+    return OperatorConfig(
+        project="dws-sandbox",
+        location="us-east5",
+        cluster="sandbox",
+        kueue=KueueMode.DISABLED,
+        namespaces=(NAMESPACE,),
+        **settings,
+    )
+
+
+@dataclass
+class Virtual:
+    """Runs `scenario(op)` on a fresh virtual loop, operator and emulator; a test calls
+    it once. `end` bounds the virtual time (a hang fails, it does not wait)."""
+
+    emulator_config: EmulatorConfig = field(
+        default_factory=lambda: EmulatorConfig(operation_latency_seconds=20.0)
+    )
+    resources: tuple[Resource, ...] = DEFAULT_RESOURCES
+    settings: dict[str, Any] = field(default_factory=dict)
+    end: float = 30 * 86400.0
+
+    def run(self, scenario: Callable[[VirtualOperator], Awaitable[None]]) -> None:
+        loop = looptime.new_event_loop(start=0.0, end=self.end)
+        try:
+            loop.run_until_complete(self._serve(scenario))
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    async def _serve(self, scenario: Callable[[VirtualOperator], Awaitable[None]]) -> None:
+        loop = asyncio.get_running_loop()
+
+        def utc() -> datetime:
+            return EPOCH + timedelta(seconds=loop.time())
+
+        config = self.emulator_config.model_copy(update={"calendar_epoch": EPOCH})
+        emulator = ClusterManagerEmulator(config, clock=loop.time)
+        gke = InProcessGke(emulator)
+        kube = MemoryKube(self.resources, utc)
+        settings = {"time": OperatorTime(now=utc), **self.settings}
+        operator = operator_config(**settings)
+        controller = build_controller(
+            operator, kube, KubeApi(kube), False, False, gke_api=gke, clock=loop.time
+        )
+        kube.watch(_deliver(controller, watched(kueue=False, jobset=False)))
+        await controller.snapshot.refresh()
+        # Nothing is stored yet: the first listing is in, and the workers start.
+        controller.listed()
+        op = VirtualOperator(kube, emulator, gke, controller, operator)
+        try:
+            await scenario(op)
+        finally:
+            await controller.stop()
