@@ -31,9 +31,11 @@ from dws_operator.catalog import NODE_POOL_LABEL_KEY
 from dws_operator.controller import KueueMode, OperatorConfig
 from dws_operator.controller.assembly import build_controller
 from dws_operator.controller.config import OperatorTime
-from dws_operator.controller.kube import KubeApi
+from dws_operator.controller.kube import LOCAL_QUEUES, WORKLOADS, KubeApi
 from dws_operator.controller.runtime import Controller
 from dws_operator.controller.watched import Watched, watched
+from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
+from dws_operator.multislice import JOBSET_GROUP, JOBSET_KIND, JOBSET_PLURAL, JOBSET_VERSION
 from dws_operator.workload import REQUEST_LABEL
 from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
 from tests.builders import manifest, spec_body
@@ -57,11 +59,65 @@ class VirtualOperator:
     kube: MemoryKube
     emulator: ClusterManagerEmulator
     gke: InProcessGke
-    controller: Controller
     config: OperatorConfig
+    kueue: bool = False
+    jobset: bool = False
     namespace: str = NAMESPACE
     name: str = field(default_factory=lambda: f"tr-{uuid.uuid4().hex[:6]}")
     cluster: str = DEFAULT_CLUSTER
+    #: The operator running now (`start`; a new one after `restart`).
+    controller: Controller = field(init=False)
+    #: Operators started so far.
+    starts: int = 0
+    _unwatch: Callable[[], None] | None = None
+
+    # -- the operator -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """An operator starts: its caches filled from what is stored now (kopf's first
+        listing), then its workers."""
+        loop = asyncio.get_running_loop()
+        controller = build_controller(
+            self.config,
+            self.kube,
+            KubeApi(self.kube),
+            self.kueue,
+            self.jobset,
+            gke_api=self.gke,
+            clock=loop.time,
+        )
+        follows = watched(self.kueue, self.jobset)
+        self._unwatch = self.kube.watch(_deliver(controller, follows))
+        for w in follows:
+            for body in self.objects(w.plural, w.group, everywhere=True):
+                if w.selects((body.get("metadata") or {}).get("labels")):
+                    controller.on_event(w.kind, False, body)
+        await controller.snapshot.refresh()
+        controller.listed()
+        self.controller = controller
+        self.starts += 1
+
+    async def kill(self) -> None:
+        """The operator dies where it stands: every task cancelled at its await (a pass
+        half done included), nothing flushed, its watch gone."""
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+        controller = self.controller
+        controller.queue.close()
+        for task in controller.tasks:
+            task.cancel()
+        await asyncio.gather(*controller.tasks, return_exceptions=True)
+
+    async def restart(self) -> None:
+        await self.kill()
+        await self.start()
+
+    async def stop(self) -> None:
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+        await self.controller.stop()
 
     # -- time ---------------------------------------------------------------------------
 
@@ -77,7 +133,7 @@ class VirtualOperator:
     async def until(
         self,
         check: Callable[[], T | Awaitable[T]],
-        what: str = "",
+        what: str | Callable[[], str] = "",
         within: float = UNTIL_SECONDS,
         step: float = 1.0,
     ) -> T:
@@ -90,7 +146,8 @@ class VirtualOperator:
             if answer:
                 return answer  # type: ignore[return-value]
             if self.now() >= deadline:
-                raise AssertionError(f"not within {within:.0f} virtual seconds: {what}")
+                said = what() if callable(what) else what
+                raise AssertionError(f"not within {within:.0f} virtual seconds: {said}")
             await asyncio.sleep(step)
 
     # -- Kubernetes -------------------------------------------------------------------
@@ -143,15 +200,18 @@ class VirtualOperator:
     async def delete(self) -> None:
         await self.call("DELETE", self._request_path(self.name))
 
-    def objects(self, plural: str, group: str = "") -> list[dict[str, Any]]:
-        """Every stored object of a kind in the namespace (cluster-scoped: all)."""
+    def objects(
+        self, plural: str, group: str = "", everywhere: bool = False
+    ) -> list[dict[str, Any]]:
+        """Every stored object of a kind in the namespace (cluster-scoped: all; with
+        `everywhere`, in every namespace)."""
         found: list[dict[str, Any]] = []
         for resource, objects in self.kube._objects.items():
             if resource.plural == plural and resource.group == group:
                 found += [
                     copy.deepcopy(body)
                     for (namespace, _), body in objects.items()
-                    if namespace in ("", self.namespace)
+                    if everywhere or namespace in ("", self.namespace)
                 ]
         return found
 
@@ -206,6 +266,14 @@ class VirtualOperator:
             },
         )
         return job
+
+    async def job_failed(self, reason: str = "BackoffLimitExceeded", message: str = "") -> None:
+        """Stand in for the Job controller: the Job failed (`reason`, `message`)."""
+        job = await self.job()
+        condition = {"type": "Failed", "status": "True", "reason": reason, "message": message}
+        await self.job_status(
+            job, {"active": 0, "ready": 0, "failed": 1, "conditions": [condition]}
+        )
 
     # -- GKE --------------------------------------------------------------------------
 
@@ -306,9 +374,26 @@ class Virtual:
     emulator_config: EmulatorConfig = field(
         default_factory=lambda: EmulatorConfig(operation_latency_seconds=20.0)
     )
-    resources: tuple[Resource, ...] = DEFAULT_RESOURCES
     settings: dict[str, Any] = field(default_factory=dict)
+    #: Queue through Kueue (its LocalQueues and Workloads are served and watched; the
+    #: test stands in for Kueue's controller), run several slices as JobSets.
+    kueue: bool = False
+    jobset: bool = False
     end: float = 30 * 86400.0
+
+    @property
+    def resources(self) -> tuple[Resource, ...]:
+        extra: list[Resource] = []
+        if self.kueue:
+            extra += [
+                Resource(KUEUE_GROUP, KUEUE_API_VERSION, LOCAL_QUEUES, "LocalQueue", status=True),
+                Resource(KUEUE_GROUP, KUEUE_API_VERSION, WORKLOADS, "Workload", status=True),
+            ]
+        if self.jobset:
+            extra.append(
+                Resource(JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL, JOBSET_KIND, status=True)
+            )
+        return (*DEFAULT_RESOURCES, *extra)
 
     def run(self, scenario: Callable[[VirtualOperator], Awaitable[None]]) -> None:
         loop = looptime.new_event_loop(start=0.0, end=self.end)
@@ -329,16 +414,11 @@ class Virtual:
         gke = InProcessGke(emulator)
         kube = MemoryKube(self.resources, utc)
         settings = {"time": OperatorTime(now=utc), **self.settings}
-        operator = operator_config(**settings)
-        controller = build_controller(
-            operator, kube, KubeApi(kube), False, False, gke_api=gke, clock=loop.time
+        op = VirtualOperator(
+            kube, emulator, gke, operator_config(**settings), self.kueue, self.jobset
         )
-        kube.watch(_deliver(controller, watched(kueue=False, jobset=False)))
-        await controller.snapshot.refresh()
-        # Nothing is stored yet: the first listing is in, and the workers start.
-        controller.listed()
-        op = VirtualOperator(kube, emulator, gke, controller, operator)
+        await op.start()
         try:
             await scenario(op)
         finally:
-            await controller.stop()
+            await op.stop()
