@@ -114,3 +114,17 @@ def test_workers_never_handle_one_key_twice_at_once_and_survive_errors() -> None
         assert handled.count(3) >= 2  # backed off after the error, then handled again
 
     asyncio.run(scenario())
+
+
+def test_a_key_due_a_hair_after_the_clock_is_handed_out_without_the_clock_moving() -> None:
+    """A due time is a sum of clock readings (0.1 + 0.2 lands past 0.3): a clock that
+    moves only when every task waits must not be waited on for that hair."""
+
+    async def scenario() -> None:
+        clock = ManualClock(0.1)
+        queue: WorkQueue[str] = WorkQueue(clock)
+        queue.add_after("a", 0.2)
+        clock.now = 0.3  # not 0.30000000000000004, the due time
+        assert await asyncio.wait_for(queue.get(), 1.0) == "a"
+
+    asyncio.run(scenario())
