@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NoReturn
 
 import grpc
@@ -42,6 +42,23 @@ class _Transport:
         return None
 
 
+def _copy(message: Any) -> Any:
+    """`message` as the other end of a channel gets it: serialised and read back."""
+    return type(message).deserialize(type(message).serialize(message))
+
+
+def _rpc_error(code: grpc.StatusCode, message: str) -> grpc.aio.AioRpcError:
+    """The gRPC error the real client's channel raises for a call ended with `code`;
+    the client raises `from_grpc_error` of it, from it (its `response` and `errors`)."""
+    return grpc.aio.AioRpcError(
+        code,
+        grpc.aio.Metadata(),
+        grpc.aio.Metadata(),
+        details=message,
+        debug_error_string=f"{code.name}:{message}",
+    )
+
+
 def _snake(name: str) -> str:
     """CreateNodePool -> create_node_pool: the async client's name of a GKE method."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
@@ -50,7 +67,12 @@ def _snake(name: str) -> str:
 class InProcessGke:
     """The subset of `ClusterManagerAsyncClient` the operator calls (`create_node_pool`,
     `get_operation`, ...: every method the emulator serves), answered by `emulator`.
-    The emulator need not be serving; its clock is whatever it was built with."""
+    The emulator need not be serving; its clock is whatever it was built with.
+
+    A request is taken as the real client takes it (message, dict or field keywords),
+    and an answer or error is what it would read off the channel. `retry` is ignored:
+    the operator passes None; the library's default retries of reads are not copied.
+    """
 
     def __init__(self, emulator: ClusterManagerEmulator) -> None:
         self.emulator = emulator
@@ -58,28 +80,55 @@ class InProcessGke:
         #: Calls begun, by GKE's method name (a call cut off by its deadline included).
         self.calls: list[str] = []
         for name, method in emulator.service_methods().items():
-            setattr(self, _snake(name), self._method(name, emulator.handler(method)))
+            setattr(
+                self,
+                _snake(name),
+                self._method(name, method.request_type, emulator.handler(method)),
+            )
 
     def _method(
-        self, name: str, handler: Callable[[Any, Any], Awaitable[Any]]
+        self,
+        name: str,
+        request_type: Any,
+        handler: Callable[[Any, Any], Awaitable[Any]],
     ) -> Callable[..., Awaitable[Any]]:
         async def call(
-            request: Any = None, *, retry: Any = None, timeout: float | None = None
+            request: Any = None,
+            *,
+            retry: Any = None,
+            timeout: float | None = None,
+            metadata: Sequence[tuple[str, str | bytes]] = (),
+            **fields: Any,
         ) -> Any:
+            # As the real client takes a request: the message, a dict of its fields or
+            # the fields as keywords (not both); a copy arrives, as serialising makes one.
+            if request is not None and fields:
+                raise ValueError(
+                    "If the `request` argument is set, then none of "
+                    "the individual field arguments should be set."
+                )
+            if not isinstance(request, request_type):
+                request = request_type(request)
+            copy = _copy(request)
+            for field, value in fields.items():
+                setattr(copy, field, value)
             self.calls.append(name)
             try:
-                # The request as it would arrive: a copy, as serialising it makes one.
-                copy = type(request).deserialize(type(request).serialize(request))
                 # asyncio.timeout, not wait_for: on Python 3.11 wait_for may swallow a
                 # cancellation that comes as the call ends, and a stopping operator's
                 # task would then go on.
                 async with asyncio.timeout(timeout):
-                    return await handler(copy, _Context())
+                    response = await handler(copy, _Context())
             except _Aborted as aborted:
-                raise core_exceptions.from_grpc_status(aborted.code, aborted.message) from None
+                failed = _rpc_error(aborted.code, aborted.message)
+                raise core_exceptions.from_grpc_error(failed) from failed
             except TimeoutError:
                 # The client's deadline passed first: what the real client raises then.
-                raise core_exceptions.DeadlineExceeded("Deadline Exceeded") from None
+                failed = _rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+                raise core_exceptions.from_grpc_error(failed) from failed
+            # The caller's own copy, as read off a channel: not the object the
+            # emulator's call log holds.
+            return _copy(response)
 
         call.__name__ = _snake(name)
         return call
