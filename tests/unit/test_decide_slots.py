@@ -12,8 +12,10 @@ import pytest
 from dws_operator.api import NodePoolStatus, Phase, TrainingRequestStatus
 from dws_operator.reconcile import (
     CancelPoolOperation,
+    CreateJob,
     CreateNodePool,
     OperationView,
+    PoolState,
     ReconcileConfig,
     ScaleNodePoolToZero,
     TakeOverNodePool,
@@ -210,6 +212,23 @@ def test_our_pool_capped_at_zero_before_the_work_gets_its_ceiling_back() -> None
         dataclasses.replace(observed(GPU_ONE, status, pool=pool), operations={idle: running})
     )
     assert again.actions == []
+
+
+def test_a_pool_relabelled_while_its_ceiling_is_set_is_not_ready_yet() -> None:
+    """GKE shows the pool ours (relabelled) and RECONCILING, capped at zero, while the
+    takeover's second call sets its ceiling: no Job until the takeover ends."""
+    idle = "dws-someone-else-0123456789"
+    status = reused_status(GPU_ONE, idle)
+    pool = pool_for(GPU_ONE, PoolState.RECONCILING, name=idle, max_nodes=0)
+    running = OperationView(kind="TakeOver", running=True)
+    d = run(dataclasses.replace(observed(GPU_ONE, status, pool=pool), operations={idle: running}))
+    assert d.actions == []
+    assert cond_tuple(d, cond.NODE_POOL_READY) == ("False", "Reusing")
+    assert d.status.phase == Phase.PROVISIONING
+    # Once it ended, the pool carries the request's ceiling: ready, and the Job made.
+    done = run(observed(GPU_ONE, status, pool=pool_for(GPU_ONE, name=idle)))
+    assert cond_tuple(done, cond.NODE_POOL_READY) == ("True", "Created")
+    assert [type(a) for a in done.actions] == [CreateJob]
 
 
 def test_nodes_still_going_after_a_scale_down_are_given_their_time() -> None:

@@ -125,6 +125,11 @@ def ensure_pools(
             # Ours but capped at zero before the work began: an interrupted takeover
             # (labels set, ceiling not yet) or a pool someone capped. Its ceiling back.
             return _take_over(run, plan, pool_name)
+        taking = operations.get(pool_name)
+        if taking is not None and taking.mine and taking.kind == "TakeOver":
+            # Ours once relabelled, while GKE still sets its ceiling (the pool shows
+            # RECONCILING, still capped at zero): not ready until the takeover ends.
+            return _take_over(run, plan, pool_name)
         if slice_pool.state == PoolState.ERROR:
             return run.fail(
                 "NodePoolError", slice_pool.message or f"node pool {pool_name} is in error"
