@@ -356,14 +356,16 @@ def _deliver(controller: Controller, follows: tuple[Watched, ...]) -> Watcher:
 
 
 def operator_config(**settings: Any) -> OperatorConfig:
-    return OperatorConfig(
-        project="dws-sandbox",
-        location="us-east5",
-        cluster="sandbox",
-        kueue=KueueMode.DISABLED,
-        namespaces=(NAMESPACE,),
-        **settings,
-    )
+    """The operator of the emulator's default cluster serving NAMESPACE, without Kueue;
+    `settings` (any OperatorConfig field, these too) win."""
+    defaults: dict[str, Any] = {
+        "project": "dws-sandbox",
+        "location": "us-east5",
+        "cluster": "sandbox",
+        "kueue": KueueMode.DISABLED,
+        "namespaces": (NAMESPACE,),
+    }
+    return OperatorConfig(**{**defaults, **settings})
 
 
 @dataclass

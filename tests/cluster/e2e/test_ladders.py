@@ -1,5 +1,12 @@
-"""Capacity ladders end to end: a step that gets no capacity hands over to the next,
-its pool and workload go, and the request runs on the step that has capacity."""
+"""A capacity ladder end to end, through the real Kueue: a queued step asks through Kueue's
+ProvisioningRequest (the queue with the admission check), the Spot and on-demand steps
+through the queue without it, and nothing of the steps given up is left (their
+ProvisioningRequest, Workloads, Jobs and pools).
+
+The operator's ladder behaviour is tested on the virtual clock in
+tests/virtual/test_ladders.py: a TPU ladder moving to the zone with capacity (attempts,
+step pools, Events, the slice pool resized to zero), an operator killed during a step
+change resuming on the new step, and this GPU ladder's steps, Jobs, queues and pools."""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from dws_operator.controller import KueueMode, OperatorThread
+from dws_operator.controller import KueueMode
 from dws_operator.kueue_objects import (
     KUEUE_API_VERSION,
     KUEUE_GROUP,
@@ -16,89 +23,11 @@ from dws_operator.kueue_objects import (
     dws_objects,
 )
 from dws_workshop.devcluster.kueue import KueueManager, apply_kueue_objects
-from dws_workshop.emulator import MethodFaults
 from dws_workshop.simulator.scenario import CapacityRule, SimScenario
-from tests.builders import gpu, tpu
+from tests.builders import gpu
 from tests.cluster.e2e.conftest import Stack
 from tests.cluster.e2e.test_dws_flow import CLOCK, sim
-from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually
-
-#: A regional cluster in us-east5, whose zones a and b serve v6e flex-start.
-EAST5 = "projects/dws-sandbox/locations/us-east5/clusters/sandbox"
-V6E = "tpu-v6e-slice"
-
-
-def attempts(scenario: Scenario) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = scenario.status().get("attempts") or []
-    return found
-
-
-def step_pool(scenario: Scenario, step: int) -> str:
-    """The pool the request's attempt on `step` (1-based) named."""
-    return str(
-        eventually(
-            lambda: next(
-                (a.get("nodePool") for a in attempts(scenario) if a["step"] == step), None
-            ),
-            timeout=60,
-            what=f"step {step}'s attempt",
-        )
-    )
-
-
-def test_tpu_ladder_moves_to_the_zone_with_capacity(stack: Stack) -> None:
-    scenario = stack(
-        SimScenario(
-            clock_factor=CLOCK,
-            capacity=[
-                CapacityRule(zone="us-east5-a", accelerator=V6E, stockout=True),
-                CapacityRule(zone="us-east5-b", accelerator=V6E, after_seconds=180),
-            ],
-        ),
-        cluster=EAST5,
-    )
-    scenario.create(
-        tpu("v6e", "4x4"),
-        provisioning={
-            "zones": ["us-east5-a"],
-            "maxWaitDuration": "8s",
-            "fallback": [{"mode": "FlexStart", "zones": ["us-east5-b"], "maxWaitDuration": "5m"}],
-        },
-        template=sim("10s"),
-    )
-    first = step_pool(scenario, 1)
-    eventually(lambda: first in scenario.pool_names(), what="step 1's pool")
-    assert scenario.status()["step"] == 1
-    second = step_pool(scenario, 2)
-    assert second == f"{first}-f1"
-    # Step 1 ended: its pool goes (it never had a node: us-east5-a is stocked out).
-    eventually(lambda: first not in scenario.pool_names(), what="step 1's pool gone")
-    status = scenario.wait_phase("Succeeded", timeout=90)
-    assert status["step"] == 2
-    assert [(a["step"], a["mode"], a["zones"], a["outcome"]) for a in status["attempts"]] == [
-        (1, "FlexStart", ["us-east5-a"], "TimedOut"),
-        (2, "FlexStart", ["us-east5-b"], "Provisioned"),
-    ]
-    assert status["attempts"][0]["nodePool"] == first
-    assert status["attempts"][1]["nodePool"] == second
-    assert status["attempts"][0]["endedAt"] <= status["attempts"][1]["startedAt"]
-    # Step 2's pool ran the Job in us-east5-b and is at zero after it.
-    [created] = [
-        c.request.node_pool
-        for c in scenario.emulator.calls_for("CreateNodePool")
-        if c.ok and c.request.node_pool.name == second
-    ]
-    assert list(created.locations) == ["us-east5-b"]
-    eventually(lambda: scenario.pool_nodes(second) == 0, what="step 2 at zero")
-    pool = scenario.emulator.node_pool(f"{EAST5}/nodePools/{second}")
-    assert pool is not None
-    # Resized to zero, never capped: GKE checks a slice pool's maximum against the slice.
-    assert pool.autoscaling.max_node_count == 4
-    assert first not in scenario.pool_names()
-    events = scenario.events()
-    assert events.count("StepStarted") == 2
-    assert events.count("StepEnded") == 1
 
 
 def test_gpu_ladder_ends_on_the_step_with_capacity(
@@ -170,58 +99,3 @@ def test_gpu_ladder_ends_on_the_step_with_capacity(
     )
     assert pools[2] in scenario.pool_names()
     eventually(lambda: scenario.pool_nodes(pools[2]) == 0, what="step 3 at zero")
-
-
-def test_operator_killed_during_a_step_change_resumes_on_the_new_step(
-    stack: Stack,
-) -> None:
-    """The first operator records step 2 but cannot remove step 1's pool (GKE refuses the
-    delete for now) before it is stopped; the next one goes on with step 2 and removes
-    step 1's pool, which nothing may use any more."""
-    scenario = stack(
-        SimScenario(
-            clock_factor=CLOCK,
-            capacity=[
-                CapacityRule(zone="us-east5-a", accelerator=V6E, stockout=True),
-                CapacityRule(zone="us-east5-b", accelerator=V6E, after_seconds=60),
-            ],
-        ),
-        cluster=EAST5,
-        operator=False,
-    )
-    emulator = scenario.emulator
-    refused = MethodFaults(error_rate=1.0, error_code="UNAVAILABLE")
-    scenario.create(
-        tpu("v6e", "4x4"),
-        provisioning={
-            "zones": ["us-east5-a"],
-            "maxWaitDuration": "6s",
-            "fallback": [{"mode": "FlexStart", "zones": ["us-east5-b"], "maxWaitDuration": "5m"}],
-        },
-        template=sim("10s"),
-    )
-    with OperatorThread(scenario.operator_config, kubeconfig=scenario.operator_kubeconfig):
-        first = step_pool(scenario, 1)
-        eventually(lambda: first in scenario.pool_names(), what="step 1's pool")
-        emulator.set_faults("DeleteNodePool", refused)
-        eventually(lambda: scenario.status().get("step") == 2, what="step 2")
-        eventually(
-            lambda: any(
-                c.request.name.endswith(f"/nodePools/{first}") and not c.ok
-                for c in emulator.calls_for("DeleteNodePool")
-            ),
-            what="a refused delete of step 1's pool",
-        )
-    # The operator is gone; step 1's pool is still there.
-    assert first in scenario.pool_names()
-    emulator.set_faults("DeleteNodePool", None)
-    with OperatorThread(scenario.operator_config, kubeconfig=scenario.operator_kubeconfig):
-        eventually(lambda: first not in scenario.pool_names(), what="step 1 gone")
-        status = scenario.wait_phase("Succeeded", timeout=90)
-    assert status["step"] == 2
-    assert [(a["step"], a["outcome"]) for a in status["attempts"]] == [
-        (1, "TimedOut"),
-        (2, "Provisioned"),
-    ]
-    creates = [c.request.node_pool.name for c in emulator.calls_for("CreateNodePool") if c.ok]
-    assert sorted(creates) == sorted([first, f"{first}-f1"])

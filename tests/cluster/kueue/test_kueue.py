@@ -1,5 +1,6 @@
 """The real Kueue manager against the devcluster: readiness, the DWS queue objects, plain
-admission, and admission gated by a ProvisioningRequest (the test stands in for GKE)."""
+admission, and admission gated by a ProvisioningRequest (the test stands in for GKE),
+which the operator finds by Kueue's naming."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import yaml
 from kubernetes import client as k8s
 
 from dws_operator.catalog import GPU_RESOURCE, TPU_RESOURCE
+from dws_operator.controller.provreqs import provisioning_request_of
 from dws_operator.kueue_objects import (
     CONSUME_PROVREQ_ANNOTATION,
     KUEUE_API_VERSION,
@@ -270,6 +272,12 @@ def test_provisioning_request_gates_admission(
     assert container.resources.requests[GPU_RESOURCE] == "2"
     provreq_name = provreq["metadata"]["name"]
     assert check.name in provreq_name
+    # The stuck guard finds it by Kueue's naming: `<Workload>-<check>-<try>`, the Workload
+    # `job-<Job>-<5 hex digits>` (controller/provreqs.py).
+    found = provisioning_request_of([provreq], "Job", name)
+    assert found is not None
+    assert found.name == provreq_name
+    assert provisioning_request_of([provreq], "Job", name[:-1]) is None
 
     # Until GKE says Provisioned, the Workload holds quota but is not admitted.
     workload = wait_for(
