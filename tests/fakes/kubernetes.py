@@ -9,8 +9,10 @@ Instead of HTTP watches it calls back with every change, as a watch tells it
 Job's selector, a Service's clusterIP), no managedFields or generation, no admission, no
 namespaces of its own (every namespace exists), no generateName (the operator names
 what it makes), and of the garbage collector only this: its finalizer comes off at once
-(owner references are not followed). tests/cluster/contract runs the same assertions
-against it and against a real kube-apiserver; where they disagree, the fake is wrong.
+(owner references are not followed), or, on an object a test says has dependents the fake
+does not store (`hold`), once the test says they are gone (`let_go`).
+tests/cluster/contract runs the same assertions against it and against a real
+kube-apiserver; where they disagree, the fake is wrong.
 """
 
 from __future__ import annotations
@@ -140,6 +142,8 @@ class MemoryKube:
         self._watchers: dict[object, Watcher] = {}  # by a token of each watch, in order
         #: The changes the request being answered made, told once it is answered.
         self._changes: list[tuple[str, EventType, Object]] = []
+        #: Objects whose dependents the fake does not store hold them (`hold`).
+        self._held: set[tuple[str, str, str]] = set()
 
     def watch(self, callback: Watcher) -> Unwatch:
         """Tell `callback` of every change from now on, of every resource, in the order
@@ -163,6 +167,25 @@ class MemoryKube:
             self._watchers.pop(token, None)
 
         return unwatch
+
+    def hold(self, plural: str, namespace: str, name: str) -> None:
+        """The object has dependents the fake does not store (a Job's pods): a delete in
+        the foreground keeps the collector's "foregroundDeletion" on it until `let_go`,
+        as the garbage collector keeps it until they are gone."""
+        self._held.add((plural, namespace, name))
+
+    def let_go(self, plural: str, namespace: str, name: str) -> None:
+        """Its dependents are gone: a foreground delete waiting on them ends (the
+        collector's finalizer comes off, and the object goes if nothing else holds
+        it), and watchers are told."""
+        self._held.discard((plural, namespace, name))
+        for resource, objects in self._objects.items():
+            body = objects.get((namespace, name)) if resource.plural == plural else None
+            finalizers = (body or {}).get("metadata", {}).get("finalizers") or []
+            if body is not None and _COLLECTOR["Foreground"] in finalizers:
+                kept = [f for f in finalizers if f != _COLLECTOR["Foreground"]]
+                self._collect(resource, body, kept)
+        self._tell()
 
     def writes(self) -> list[tuple[str, str]]:
         """The requests that were not reads."""
@@ -600,7 +623,7 @@ class MemoryKube:
         # for by a finalizer of its own, which it takes off once the object's dependents
         # are gone or let go ("foregroundDeletion" stays on a Job until its pods are
         # gone); Background clears them.
-        kept = [f for f in old["metadata"].get("finalizers") or [] if f not in _COLLECTOR]
+        kept = [f for f in old["metadata"].get("finalizers") or [] if f not in _COLLECTOR.values()]
         policy = options.get("propagationPolicy")
         finalizers = kept + ([_COLLECTOR[policy]] if policy in _COLLECTOR else [])
         if not finalizers:
@@ -619,7 +642,8 @@ class MemoryKube:
         if deleting == old:
             return old  # being deleted already, as asked: nothing written
         answer = self._store(resource, deleting)
-        if finalizers != kept:
+        held = (resource.plural, namespace or "", name) in self._held
+        if finalizers != kept and not (held and policy == "Foreground"):
             self._collect(resource, answer, kept)
         return answer
 

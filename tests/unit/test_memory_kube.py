@@ -201,3 +201,48 @@ def test_what_a_watcher_raises_comes_out_of_the_request_whose_change_is_made() -
     assert stored is not None
     # Made, and told to the other watcher all the same.
     assert told == [(PLURAL, "ADDED", "a", stored["metadata"]["resourceVersion"])]
+
+
+def test_a_held_object_keeps_the_collectors_finalizer_until_let_go() -> None:
+    """`hold` stands in for dependents the fake does not store (a Job's pods): a delete
+    in the foreground keeps the object until `let_go`, and deleting it so again meanwhile
+    writes nothing (the finalizer it would add is there). A delete in the background
+    does not wait for them."""
+    memory = MemoryKube()
+    kube = KubeApi(memory)
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "ns"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [CONTAINER]}}},
+    }
+    path = "/apis/batch/v1/namespaces/ns/jobs/j"
+    told: list[Told] = []
+    memory.watch(_told(told))
+
+    async def foreground() -> tuple[dict[str, Any], int]:
+        await kube.create("jobs", job)
+        memory.hold("jobs", "ns", "j")
+        await kube.delete("jobs", "ns", "j", foreground=True)
+        version = memory.version
+        await kube.delete("jobs", "ns", "j", foreground=True)
+        held: dict[str, Any] = await kube.call("GET", path)
+        memory.let_go("jobs", "ns", "j")
+        return held, version
+
+    held, version = asyncio.run(foreground())
+    assert held["metadata"]["finalizers"] == ["foregroundDeletion"]
+    assert held["metadata"]["resourceVersion"] == str(version)
+    assert [(type_, version) for _, type_, _, version in told] == [
+        ("ADDED", "2"),
+        ("MODIFIED", "3"),
+        ("DELETED", "4"),
+    ]
+
+    async def background() -> None:
+        await kube.create("jobs", job)
+        memory.hold("jobs", "ns", "j")
+        await kube.delete("jobs", "ns", "j")
+
+    asyncio.run(background())
+    assert [type_ for _, type_, _, _ in told[3:]] == ["ADDED", "DELETED"]

@@ -411,6 +411,54 @@ def test_the_garbage_collectors_finalizers_are_told_as_they_come_off(side: Side)
     }
 
 
+def test_a_foreground_delete_again_of_an_object_held_by_another_finalizer_writes_again(
+    side: Side,
+) -> None:
+    """Once the collector has taken its finalizer off an object another finalizer still
+    holds, each foreground delete of it puts the collector's finalizer on again, and the
+    collector takes it off again: two writes, two events, every time."""
+    ns = side.namespace
+    configmaps = CONFIGMAPS.format(ns)
+    path = f"{configmaps}/held"
+
+    async def body(api: KubeApi) -> dict[str, Any]:
+        made = await api.call(
+            "POST", configmaps, body={"metadata": {"name": "held", "finalizers": [HELD]}}
+        )
+
+        async def collected() -> dict[str, Any] | None:
+            found: dict[str, Any] = await api.call("GET", path)
+            return found if found["metadata"]["finalizers"] == [HELD] else None
+
+        answers: dict[str, Any] = {"made": made}
+        for delete in ("deleting", "again"):
+            answers[delete] = await api.call(
+                "DELETE", path, body={"propagationPolicy": "Foreground"}
+            )
+            answers[f"{delete} collected"] = await until(collected, what="the collector done")
+        await api.call("PATCH", path, body={"metadata": {"finalizers": None}}, content_type=MERGE)
+        return answers
+
+    answers, seen = side.run(configmaps, {"metadata": {"name": END}}, body)
+    assert [(e.type, e.name, e.finalizers, e.deleting) for e in seen] == [
+        ("ADDED", "held", (HELD,), False),
+        ("MODIFIED", "held", (HELD, "foregroundDeletion"), True),
+        ("MODIFIED", "held", (HELD,), True),
+        ("MODIFIED", "held", (HELD, "foregroundDeletion"), True),
+        ("MODIFIED", "held", (HELD,), True),
+        ("DELETED", "held", (HELD,), True),
+        ("ADDED", END, (), False),
+    ]
+    assert _in_order(seen)
+    assert _at(seen, answers) == {
+        "made": 0,
+        "deleting": 1,
+        "deleting collected": 2,
+        "again": 3,
+        "again collected": 4,
+    }
+
+
 def test_a_request_replaced_by_put(side: Side) -> None:
     ns = side.namespace
 

@@ -3,8 +3,16 @@ segments on the real API server, Kueue-less batch Jobs, the GKE emulator and its
 autoscaler, with a simulated checkpointing workload (`simulator.workload`) that resumes
 from `DWS_CHECKPOINT_DIR`. The emulator's clock, which the operator, the autoscaler and
 the workload all read, runs a simulated minute a second and is moved on past the hours
-of each segment where nothing happens (`sandbox.pacing`); the tests wait on what the
-cluster shows, never on wall-clock time."""
+of each segment where nothing happens (`sandbox.pacing`); the test waits on what the
+cluster shows, never on wall-clock time.
+
+What only real servers show is kept here: the holder's pending pods make the
+autoscaler bring the next segment's VMs, the garbage collector holds the stopped Job
+until its pods, SIGTERMed, have checkpointed and exited, and the workload resumes from
+its checkpoint without its VMs ever cutting it. The operator's part of long runs (the
+segments and their pools, a Spot preemption as a restart, an operator killed mid
+rollover or down past a stop) is tested on the virtual clock in
+tests/virtual/test_long_runs.py."""
 
 from __future__ import annotations
 
@@ -17,7 +25,6 @@ import pytest
 
 from dws_operator import rfc3339
 from dws_operator.catalog import NODE_POOL_LABEL_KEY, TERMINATION_ANNOTATION
-from dws_operator.controller import OperatorThread
 from dws_operator.workload import job_name
 from dws_workshop.sandbox.pacing import finish_of, skip_to_the_rollover
 from dws_workshop.sandbox.rollover_bench import rollovers
@@ -187,69 +194,3 @@ def test_a_run_of_two_and_a_half_windows_finishes_in_three_segments(stack: Stack
         what="the first segments' pools deleted",
     )
     assert not [j for j in scenario.jobs() if "-hold-" in (j.metadata.name or "")]
-
-
-def test_a_spot_preemption_mid_segment_resumes_from_the_checkpoint_as_a_restart(
-    stack: Stack,
-) -> None:
-    scenario = stack(SimScenario(), emulator_clock=MINUTES)
-    # Two VMs: an Indexed Job that fails as a whole when a VM goes (a single-host Job's
-    # own pod restarts would carry on without the operator).
-    long_run(scenario, mode="Spot", nodes=2)
-    scenario.wait_phase("Running", timeout=120)
-    clock = scenario.emulator.sim_clock
-    # Well into the first segment (past a few checkpoints), then its Spot VM is taken.
-    clock.jump(3.5 * 3600)
-    scenario.autoscaler.preempt()
-    status = eventually(
-        lambda: (s := scenario.status()).get("restarts") == 1 and s, timeout=120, what="a restart"
-    )
-    assert status["segment"] == 1
-    first = status["segments"][0]
-    assert first["outcome"] == "Interrupted"
-    watch = Watch(scenario)
-    status = run_to_the_end(scenario, watch)
-    assert status["phase"] == "Succeeded", status.get("message")
-    assert status["restarts"] == 1
-    outcomes = [s["outcome"] for s in status["segments"]]
-    assert outcomes.count("Interrupted") == 1
-    assert outcomes[-1] == "Succeeded"
-    runs = scenario.autoscaler.workloads.runs((scenario.namespace, CHECKPOINTS))
-    assert runs[0].ended == "disrupted"
-    # It fell back to its last hourly checkpoint, not to the start.
-    assert runs[0].saved == 3 * 3600.0
-
-
-def test_an_operator_killed_mid_rollover_converges(stack: Stack) -> None:
-    """Killed after the next segment's capacity was asked for, before the old segment
-    stopped: one next pool, one workload per attempt, never two segments at once."""
-    scenario = stack(SimScenario(), emulator_clock=MINUTES, operator=False)
-    config, kubeconfig = scenario.operator_config, scenario.operator_kubeconfig
-    long_run(scenario)
-    watch = Watch(scenario)
-
-    def asked(status: dict[str, Any]) -> bool:
-        pool = (status.get("nodePool") or {}).get("name")
-        calls = scenario.emulator.calls_for("CreateNodePool")
-        return bool(pool) and any(c.request.node_pool.name == f"{pool}-r2" for c in calls)
-
-    with OperatorThread(config, kubeconfig=kubeconfig):
-        status = run_to_the_end(scenario, watch, asked)
-    assert status["segment"] == 1
-    second = f"{scenario.pool_name}-r2"
-    with OperatorThread(config, kubeconfig=kubeconfig):
-        status = run_to_the_end(
-            scenario, watch, lambda s: s.get("phase") in ("Succeeded", "Failed")
-        )
-    assert status["phase"] == "Succeeded", status.get("message")
-    creates = [c for c in scenario.emulator.calls_for("CreateNodePool") if c.ok]
-    names = [c.request.node_pool.name for c in creates]
-    assert sorted(names) == sorted(set(names))
-    assert names.count(second) == 1
-    assert all(len(jobs) <= 1 for jobs in watch.together)
-    assert [s["outcome"] for s in status["segments"]] == ["RolledOver", "RolledOver", "Succeeded"]
-    segments = status["segments"]
-    assert watch.workloads() == [job_name(scenario.name, s["attempt"]) for s in segments]
-    runs = scenario.autoscaler.workloads.runs((scenario.namespace, CHECKPOINTS))
-    assert "disrupted" not in [r.ended for r in runs]
-    assert runs[-1].ended == "finished"
