@@ -432,6 +432,24 @@ def test_stale_attempts_are_deleted() -> None:
     assert [a.manifest["metadata"]["name"] for a in only(d.actions, CreateJob)] == [f"{NAME}-r1"]
 
 
+def test_a_stale_attempt_being_deleted_is_not_asked_to_go_again() -> None:
+    """A delete of a Job being deleted is a write for nothing (a foreground one puts the
+    collector's finalizer back, an event that brings another pass: a loop), while the
+    new attempt still waits for it."""
+    status = status_at(Phase.WAITING_FOR_CAPACITY, SPOT, restarts=1)
+    obs = dataclasses.replace(
+        observed(SPOT, status, pool=pool_for(SPOT), service=True),
+        stale_jobs=(NAME,),
+        stale_going=frozenset({NAME}),
+    )
+    assert only(run(obs).actions, DeleteJob) == []
+    deleting = dataclasses.replace(
+        obs,
+        request=dataclasses.replace(obs.request, deleting=True),
+    )
+    assert only(run(deleting).actions, DeleteJob) == []
+
+
 def test_deletion_removes_every_attempt() -> None:
     status = status_at(Phase.RUNNING, SPOT, started=T0, restarts=1, job=f"{NAME}-r1")
     obs = dataclasses.replace(

@@ -185,25 +185,28 @@ def jobset_view(jobset: Mapping[str, Any], children: list[JobRecord], uid: str) 
 
 def _workload(
     cache: KubeCache, request: RequestView, kind: str, name: str
-) -> tuple[JobView | None, list[str]]:
-    """The current attempt's workload and the names of every attempt's."""
+) -> tuple[JobView | None, list[str], frozenset[str]]:
+    """The current attempt's workload, the names of every attempt's, and of those the
+    ones being deleted."""
     if kind == JOBSET_KIND:
         jobset = cache.jobset(request.namespace, name)
         view = None
         if jobset is not None:
             children = cache.jobset_children(request.namespace, name)
             view = jobset_view(jobset, children, request.uid)
-        names = [
-            str(j["metadata"]["name"])
+        jobsets = [
+            j
             for j in cache.jobsets_of(request.namespace, request.name)
             if any(o.get("uid") == request.uid for o in j["metadata"].get("ownerReferences") or [])
         ]
-        return view, names
+        going = frozenset(
+            str(j["metadata"]["name"]) for j in jobsets if j["metadata"].get("deletionTimestamp")
+        )
+        return view, [str(j["metadata"]["name"]) for j in jobsets], going
     job = cache.job(request.namespace, name)
-    names = [
-        j.name for j in cache.jobs_of(request.namespace, request.name) if request.uid in j.owners
-    ]
-    return (job_view(job, request.uid) if job is not None else None), names
+    jobs = [j for j in cache.jobs_of(request.namespace, request.name) if request.uid in j.owners]
+    going = frozenset(j.name for j in jobs if j.deleting)
+    return (job_view(job, request.uid) if job is not None else None), [j.name for j in jobs], going
 
 
 async def cluster_version(gke: NodePoolClient) -> GkeVersion | None:
@@ -284,7 +287,7 @@ async def observe(request: RequestView, created: str, sources: Sources) -> Obser
     # which a restart interrupted midway may leave pointing at the previous attempt.
     current = job_name(request.name, attempt_number(request.status))
     kind = request.facts.workload_kind
-    job, ours = _workload(cache, request, kind, current)
+    job, ours, going = _workload(cache, request, kind, current)
     if job is not None and job.ours:
         plural = JOBSET_PLURAL if kind == JOBSET_KIND else "jobs"
         why = cache.deactivated(plural, request.namespace, job.name)
@@ -306,6 +309,7 @@ async def observe(request: RequestView, created: str, sources: Sources) -> Obser
         next_pools=next_views,
         capacity_ends=cache.capacity_end(pool_names) if request.facts.segments > 1 else None,
         stale_jobs=tuple(name for name in ours if name != current and name not in holders),
+        stale_going=frozenset(going),
         holders=holders,
         service_exists=owners is not None and request.uid in owners,
         service_taken=owners is not None and request.uid not in owners,

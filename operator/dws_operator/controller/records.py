@@ -53,6 +53,8 @@ class JobRecord:
     owners: tuple[str, ...]
     conditions: tuple[Mapping[str, Any], ...]
     ready: int
+    #: Being deleted (a deletionTimestamp): asked to go already.
+    deleting: bool = False
 
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> JobRecord:
@@ -69,6 +71,7 @@ class JobRecord:
                 for c in status.get("conditions") or []
             ),
             ready=int(status.get("ready") or 0),
+            deleting=metadata.get("deletionTimestamp") is not None,
         )
 
 

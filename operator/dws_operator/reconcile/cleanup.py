@@ -220,7 +220,8 @@ def release(run: Draft) -> Decision:
     if observed.job is not None and observed.job.ours:
         run.act(DeleteJob(observed.job.name, kind))
     for stale in observed.stale_jobs:
-        run.act(DeleteJob(stale, kind))
+        if stale not in observed.stale_going:
+            run.act(DeleteJob(stale, kind))
     for holder in observed.holders:
         run.act(DeleteJob(holder))
     if observed.service_exists:

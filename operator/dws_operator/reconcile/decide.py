@@ -193,6 +193,8 @@ def _tidy(run: Draft, step: StepPlan) -> None:
     if not (long_run and run.observed.stale_jobs):
         abandon(run)
     for stale in run.observed.stale_jobs:
+        if stale in run.observed.stale_going:
+            continue  # asked to go already; it is there until its pods are
         # An earlier attempt's workload (a restart or a step change interrupted midway):
         # gone before anything else, so nothing starts on what was given up. A long
         # run's goes in the foreground: it is there until its pods are.

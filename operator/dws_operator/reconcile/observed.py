@@ -179,6 +179,9 @@ class Observed:
     service_taken: bool = False
     #: Jobs of this request from other attempts (left by a restart interrupted midway).
     stale_jobs: tuple[str, ...] = ()
+    #: Of those, the ones being deleted already (asked once: a delete again would be a
+    #: write again, and a foreground one puts the collector's finalizer back).
+    stale_going: frozenset[str] = frozenset()
     #: A long run's capacity holders there (`dws_operator.holder`), by name.
     holders: tuple[str, ...] = ()
     #: Nodes of an existing pool that other running TrainingRequests hold: a request may
