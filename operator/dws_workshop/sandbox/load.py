@@ -70,6 +70,15 @@ def _pools_of(status: dict[str, Any]) -> tuple[str, ...]:
     return (pool,) if isinstance(pool, str) and pool else ()
 
 
+def _interrupt(watcher: k8s_watch.Watch) -> None:
+    """End a watch's stream now: urllib3's `HTTPResponse.shutdown` (2.3 on) wakes a read
+    blocked in another thread. Without it the stream ends at its timeout, as before."""
+    response = getattr(watcher, "_resp", None)
+    shutdown = getattr(response, "shutdown", None)
+    if callable(shutdown):
+        shutdown()
+
+
 def _job_complete(job: dict[str, Any]) -> bool:
     conditions = (job.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Complete" and c.get("status") == "True" for c in conditions)
@@ -88,6 +97,8 @@ class Fleet:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        #: The watches reading now, ended at once by `stop`.
+        self._watchers: set[k8s_watch.Watch] = set()
 
     # Watches -----------------------------------------------------------------
 
@@ -127,6 +138,11 @@ class Fleet:
 
     def stop(self) -> None:
         self._stop.set()
+        # A watch otherwise reads on until its next event or its timeout.
+        with self._lock:
+            watchers = list(self._watchers)
+        for watcher in watchers:
+            _interrupt(watcher)
         for thread in self._threads:
             thread.join(timeout=WATCH_SECONDS + 5)
 
@@ -178,27 +194,33 @@ class Fleet:
         version_seen = listing["metadata"]["resourceVersion"]
         while not self._stop.is_set():
             watcher = k8s_watch.Watch()  # type: ignore[no-untyped-call]
-            for event in watcher.stream(  # type: ignore[no-untyped-call]
-                objects.list_namespaced_custom_object,
-                group,
-                version,
-                self.namespace,
-                plural,
-                label_selector=selector,
-                resource_version=version_seen,
-                timeout_seconds=WATCH_SECONDS,
-                allow_watch_bookmarks=True,
-            ):
-                now = time.time()
-                body = event["object"]
-                if event["type"] == "ERROR":
-                    return
-                version_seen = body["metadata"]["resourceVersion"]
-                if event["type"] in ("ADDED", "MODIFIED"):
-                    handler(body, now)
-                if self._stop.is_set():
-                    watcher.stop()  # type: ignore[no-untyped-call]
-                    return
+            with self._lock:
+                self._watchers.add(watcher)
+            try:
+                for event in watcher.stream(  # type: ignore[no-untyped-call]
+                    objects.list_namespaced_custom_object,
+                    group,
+                    version,
+                    self.namespace,
+                    plural,
+                    label_selector=selector,
+                    resource_version=version_seen,
+                    timeout_seconds=WATCH_SECONDS,
+                    allow_watch_bookmarks=True,
+                ):
+                    now = time.time()
+                    body = event["object"]
+                    if event["type"] == "ERROR":
+                        return
+                    version_seen = body["metadata"]["resourceVersion"]
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        handler(body, now)
+                    if self._stop.is_set():
+                        watcher.stop()  # type: ignore[no-untyped-call]
+                        return
+            finally:
+                with self._lock:
+                    self._watchers.discard(watcher)
 
     def _record_for(self, name: str) -> RequestRecord | None:
         """The record of `name` (the caller holds the lock); None if not one of ours."""

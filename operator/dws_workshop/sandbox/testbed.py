@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -234,8 +235,23 @@ class Testbed:
         apply_kueue_objects(api, dws_objects([self.namespace]))
         self._emulator = stack.enter_context(EmulatorThread(emulator_config(self.limits)))
         stack.enter_context(Autoscaler(self._emulator, self._cluster.kubeconfig, self.scenario))
+        # The replicas start together and are stopped together: each takes seconds to
+        # come up and, after SIGTERM, to exit.
+        stack.callback(self._stop_operators)
         for index in range(self.replicas):
             self._operators.append(self._start_operator(index))
+        for operator, liveness in zip(self._operators, self._liveness, strict=True):
+            _wait_live(operator, liveness, OPERATOR_READY_TIMEOUT)
+
+    def _stop_operators(self) -> None:
+        stopping = [
+            threading.Thread(target=operator.stop, args=(30.0,), name=f"stop-{operator.name}")
+            for operator in self._operators
+        ]
+        for thread in stopping:
+            thread.start()
+        for thread in stopping:
+            thread.join()
 
     def _start_operator(self, index: int) -> ChildProcess:
         emulator, cluster = self.emulator, self.cluster
@@ -283,8 +299,6 @@ class Testbed:
         ]
         operator = ChildProcess(name, argv, self.workdir, env=env)
         operator.start()
-        self._stack.callback(operator.stop, 30.0)
-        _wait_live(operator, liveness, OPERATOR_READY_TIMEOUT)
         return operator
 
 
