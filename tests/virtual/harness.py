@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ T = TypeVar("T")
 #: `EPOCH + loop.time()`.
 EPOCH = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
 NAMESPACE = "team-a"
+#: The machine's seconds a scenario may take before it is called hung.
+REAL_SECONDS = 120.0
 #: How long `until` waits (virtual seconds) before it says what never came.
 UNTIL_SECONDS = 3600.0
 
@@ -364,6 +367,9 @@ def operator_config(**settings: Any) -> OperatorConfig:
         "cluster": "sandbox",
         "kueue": KueueMode.DISABLED,
         "namespaces": (NAMESPACE,),
+        # No Compute here: a test that reaches for it is refused at once, by a port no
+        # one listens on, rather than reaching Google's.
+        "compute_endpoint": "http://127.0.0.1:9",
     }
     return OperatorConfig(**{**defaults, **settings})
 
@@ -402,9 +408,20 @@ class Virtual:
         # with no callback ready, every task waits on a timer or an event. A third less
         # CPU for the 25-hour long-run test.
         loop = looptime.new_event_loop(start=0.0, end=self.end, noop_cycles=1)
+        main = loop.create_task(self._serve(scenario))
+        # `end` bounds virtual time only: a loop that always has a callback ready never
+        # moves it, and would spin for ever. The machine's clock ends that (a hang guard,
+        # never a verdict: every scenario takes well under a second of it).
+        guard = threading.Timer(REAL_SECONDS, loop.call_soon_threadsafe, (main.cancel,))
+        guard.start()
         try:
-            loop.run_until_complete(self._serve(scenario))
+            loop.run_until_complete(main)
+        except asyncio.CancelledError:
+            raise AssertionError(
+                f"not done in {REAL_SECONDS:.0f} real seconds: the loop never went idle"
+            ) from None
         finally:
+            guard.cancel()
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 

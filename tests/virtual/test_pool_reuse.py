@@ -118,6 +118,35 @@ def test_a_takeover_cut_short_by_a_restart_is_finished(virtual: Virtual) -> None
     virtual.run(scenario)
 
 
+def test_an_operator_restarted_while_gke_sets_a_taken_pools_ceiling_waits_for_it(
+    virtual: Virtual,
+) -> None:
+    async def scenario(op: VirtualOperator) -> None:
+        await op.create(L4, mode="Spot")
+        idle = await pool_of(op)
+        await finish(op)
+        second = another(op)
+        await second.create(L4, mode="Spot")
+        # Relabelled (ours now), and GKE setting its ceiling: the operator dies then.
+        await op.until(
+            lambda: updates(op, idle)[-2:] == ["UpdateNodePool", "SetNodePoolAutoscaling"],
+            lambda: f"the relabel done and the ceiling asked for ({updates(op, idle)})",
+        )
+        assert pool_max(op, idle) == 0
+        await op.kill()
+        await op.start()
+        # Never ready while capped at zero: no Job until the ceiling is up.
+        while pool_max(op, idle) == 0:
+            assert second.jobs() == [], "a Job made on a pool capped at zero"
+            await op.sleep(1)
+        await second.job()
+        assert second.pool_name == idle
+        assert pool_max(op, idle) == 1
+        assert creates(op) == 1
+
+    virtual.run(scenario)
+
+
 def test_an_idle_pool_is_deleted_after_its_time() -> None:
     idle_seconds = 600.0
 

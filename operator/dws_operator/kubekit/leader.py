@@ -204,7 +204,10 @@ class LeaderElector:
                         f"{settings.renew_deadline:g}s (holder now {self.holder or 'unknown'})"
                     )
                 try:
-                    renewed_now = await asyncio.wait_for(self.try_acquire_or_renew(), left)
+                    # asyncio.timeout, not wait_for: on Python 3.11 wait_for may swallow
+                    # a cancellation that comes as the call ends (a stopping replica).
+                    async with asyncio.timeout(left):
+                        renewed_now = await self.try_acquire_or_renew()
                 except TimeoutError:
                     continue
                 if renewed_now:

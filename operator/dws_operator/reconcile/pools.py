@@ -119,11 +119,13 @@ def ensure_pools(
             )
         if (
             slice_pool.max_nodes == 0
-            and slice_pool.state == PoolState.RUNNING
+            and slice_pool.state in (PoolState.RUNNING, PoolState.RECONCILING)
             and run.observed.job is None
         ):
             # Ours but capped at zero before the work began: an interrupted takeover
-            # (labels set, ceiling not yet) or a pool someone capped. Its ceiling back.
+            # (labels set, ceiling not yet: RECONCILING while GKE still works on it, and
+            # an operator started since knows of no operation) or a pool someone capped.
+            # Its ceiling back; never ready while capped.
             return _take_over(run, plan, pool_name)
         taking = operations.get(pool_name)
         if taking is not None and taking.mine and taking.kind == "TakeOver":

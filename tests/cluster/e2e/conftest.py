@@ -122,7 +122,11 @@ def stack(
                 namespaces=(e2e_namespace,),
             )
             if emulator_clock is not None:
-                config = dataclasses.replace(config, time=on_emulator_clock(emulator))
+                # Idle pools wait on the operator's clock, here the emulator's fast one:
+                # a day of it keeps them (the tests read them after their request ends).
+                config = dataclasses.replace(
+                    config, time=on_emulator_clock(emulator), pool_idle_seconds=86400.0
+                )
             if operator:
                 resources.enter_context(
                     OperatorThread(config, kubeconfig=simcluster_e2e.kubeconfig)

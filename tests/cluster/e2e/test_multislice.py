@@ -86,9 +86,11 @@ def test_more_slices_than_kueues_podset_limit_run_through_kueue(
 ) -> None:
     scenario = stack(SimScenario(clock_factor=CLOCK), kueue=KueueMode.REQUIRED, queue=LOCAL_QUEUE)
     apply_kueue_objects(scenario.api, dws_objects([e2e_namespace], f"dws-{e2e_namespace}"))
-    # Pods of 10 s: where each ran is gathered below from running and finished pods, on
-    # every node seen on the way, so the slices need not all run at once.
-    scenario.create(tpu("v5p", "2x2x2", slices=MANY_SLICES), template=sim("10s"))
+    # Pods of 30 s: where each ran is gathered below from running and finished pods, on
+    # every node seen on the way, so the slices need not all run at once; but a slice
+    # that ended frees its pool to another slice's leader (anti-affinity counts running
+    # pods only), so each runs well beyond the seconds the placements are spread over.
+    scenario.create(tpu("v5p", "2x2x2", slices=MANY_SLICES), template=sim("30s"))
     pools = pools_of(scenario, MANY_SLICES)
     [jobset] = eventually(lambda: jobsets(scenario), timeout=60, what="the JobSet")
     assert jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == LOCAL_QUEUE
