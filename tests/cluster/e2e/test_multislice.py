@@ -20,11 +20,12 @@ from dws_operator.controller import KueueMode
 from dws_operator.kueue_objects import LOCAL_QUEUE, dws_objects
 from dws_operator.naming import default_node_pool_name, slice_pool_names
 from dws_workshop.devcluster.kueue import KueueManager, apply_kueue_objects
+from dws_workshop.devcluster.stages import SIM_DURATION_ANNOTATION
 from dws_workshop.emulator import DEFAULT_CLUSTER
 from dws_workshop.simulator.scenario import SimScenario
 from tests.builders import tpu
 from tests.cluster.e2e.conftest import Stack
-from tests.cluster.e2e.test_dws_flow import CLOCK, sim
+from tests.cluster.e2e.test_dws_flow import CLOCK, forever
 from tests.cluster.operator.harness import Scenario
 from tests.polling import eventually
 
@@ -86,11 +87,10 @@ def test_more_slices_than_kueues_podset_limit_run_through_kueue(
 ) -> None:
     scenario = stack(SimScenario(clock_factor=CLOCK), kueue=KueueMode.REQUIRED, queue=LOCAL_QUEUE)
     apply_kueue_objects(scenario.api, dws_objects([e2e_namespace], f"dws-{e2e_namespace}"))
-    # Pods of 30 s: where each ran is gathered below from running and finished pods, on
-    # every node seen on the way, so the slices need not all run at once; but a slice
-    # that ended frees its pool to another slice's leader (anti-affinity counts running
-    # pods only), so each runs well beyond the seconds the placements are spread over.
-    scenario.create(tpu("v5p", "2x2x2", slices=MANY_SLICES), template=sim("30s"))
+    # Pods that run until the test lets them end: a slice that ended would free its pool
+    # to another slice's leader (anti-affinity counts running pods only), so none ends
+    # before every one is placed, however long the placements take.
+    scenario.create(tpu("v5p", "2x2x2", slices=MANY_SLICES), template=forever())
     pools = pools_of(scenario, MANY_SLICES)
     [jobset] = eventually(lambda: jobsets(scenario), timeout=60, what="the JobSet")
     assert jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == LOCAL_QUEUE
@@ -119,6 +119,13 @@ def test_more_slices_than_kueues_podset_limit_run_through_kueue(
         return len(placed) == hosts
 
     eventually(every_pod_placed, timeout=300, what=f"all {hosts} pods placed and started")
+    for pod in pods(scenario):
+        # kwok's pod-succeed stage ends a running pod this long after it sees this.
+        scenario.core.patch_namespaced_pod(
+            pod.metadata.name,
+            scenario.namespace,
+            {"metadata": {"annotations": {SIM_DURATION_ANNOTATION: "1s"}}},
+        )
     assert run_as == {(str(MANY_SLICES), True)}
     by_pool: dict[str, set[int]] = {}
     for pool, index in placed.values():
