@@ -14,6 +14,7 @@ from dws_operator.controller import OperatorConfig, OperatorThread
 from dws_workshop.devcluster import DevCluster
 from tests.builders import gpu
 from tests.cluster.operator.harness import Scenario
+from tests.polling import eventually
 
 #: One sample of the API server's request counter: its labels, then its value.
 _SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
@@ -43,6 +44,14 @@ def test_each_watched_kind_is_listed_once_at_the_start(
     operator_config: OperatorConfig,
     scenario: Scenario,
 ) -> None:
+    # The namespace controller lists every kind in a namespace it deletes: an earlier
+    # test's namespace still going would be counted (ci79 counted one: two LISTs of
+    # trainingrequests, jobs, workloads, and of pods and events, which we never list).
+    core = k8s.CoreV1Api(api)
+    eventually(
+        lambda: all(ns.status.phase != "Terminating" for ns in core.list_namespace().items),
+        what="no namespace being deleted",
+    )
     before = lists_by_resource(api)
     with OperatorThread(operator_config, kubeconfig=devcluster.kubeconfig):
         scenario.create(gpu("nvidia-l4", nodes=1, count=1), mode="Spot")
