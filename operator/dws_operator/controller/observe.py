@@ -309,7 +309,7 @@ async def observe(request: RequestView, created: str, sources: Sources) -> Obser
         next_pools=next_views,
         capacity_ends=cache.capacity_end(pool_names) if request.facts.segments > 1 else None,
         stale_jobs=tuple(name for name in ours if name != current and name not in holders),
-        stale_going=frozenset(going),
+        stale_going=going,
         holders=holders,
         service_exists=owners is not None and request.uid in owners,
         service_taken=owners is not None and request.uid not in owners,

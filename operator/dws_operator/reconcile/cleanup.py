@@ -219,9 +219,8 @@ def release(run: Draft) -> Decision:
     kind = run.request.facts.workload_kind
     if observed.job is not None and observed.job.ours:
         run.act(DeleteJob(observed.job.name, kind))
-    for stale in observed.stale_jobs:
-        if stale not in observed.stale_going:
-            run.act(DeleteJob(stale, kind))
+    for stale in observed.stale_to_delete:
+        run.act(DeleteJob(stale, kind))
     for holder in observed.holders:
         run.act(DeleteJob(holder))
     if observed.service_exists:

@@ -242,6 +242,12 @@ class Observed:
     waits_behind: str = ""
 
     @property
+    def stale_to_delete(self) -> tuple[str, ...]:
+        """Stale workloads not yet asked to go (one being deleted is there until its
+        pods are; deleting it again is a write for nothing)."""
+        return tuple(name for name in self.stale_jobs if name not in self.stale_going)
+
+    @property
     def all_pools(self) -> tuple[PoolView | None, ...]:
         """Every slice's pool as observed, in order (None where absent)."""
         return (self.pool, *self.more_pools)
