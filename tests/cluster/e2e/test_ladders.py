@@ -55,7 +55,7 @@ def test_gpu_ladder_ends_on_the_step_with_capacity(
             "maxWaitDuration": "10s",
             "fallback": [{"mode": "Spot"}, {"mode": "OnDemand", "maxWaitDuration": "5m"}],
         },
-        template=sim("10s"),
+        template=sim("3s"),
     )
     objects = k8s.CustomObjectsApi(scenario.api)
 
