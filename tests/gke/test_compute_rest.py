@@ -172,6 +172,7 @@ def test_without_an_endpoint_compute_itself_with_default_credentials(
     monkeypatch.setattr(compute_rest.google.auth, "default", default)
     apis = compute_rest.connect_compute(None)
     try:
+        assert isinstance(apis.session, ComputeSession)
         assert apis.session.root == "https://compute.googleapis.com/compute/v1"
     finally:
         apis.close()

@@ -35,18 +35,20 @@ from dws_operator.controller.config import OperatorTime
 from dws_operator.controller.kube import LOCAL_QUEUES, WORKLOADS, KubeApi
 from dws_operator.controller.runtime import Controller
 from dws_operator.controller.watched import Watched, watched
+from dws_operator.gke import ComputeApis
 from dws_operator.kueue_objects import KUEUE_API_VERSION, KUEUE_GROUP
 from dws_operator.multislice import JOBSET_GROUP, JOBSET_KIND, JOBSET_PLURAL, JOBSET_VERSION
 from dws_operator.workload import REQUEST_LABEL
 from dws_workshop.emulator import DEFAULT_CLUSTER, ClusterManagerEmulator, EmulatorConfig
 from tests.builders import manifest, spec_body
+from tests.fakes.compute import in_process_compute
 from tests.fakes.gke import InProcessGke
 from tests.fakes.kubernetes import DEFAULT_RESOURCES, MemoryKube, Resource, Watcher
 
 T = TypeVar("T")
 
-#: Where virtual time starts: the decisions' UTC and the emulator's calendar both read
-#: `EPOCH + loop.time()`.
+#: Where virtual time starts, unless `Virtual.epoch` says otherwise: the decisions' UTC
+#: and the emulator's calendar both read `EPOCH + loop.time()`.
 EPOCH = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
 NAMESPACE = "team-a"
 #: The machine's seconds a scenario may take before it is called hung.
@@ -68,6 +70,9 @@ class VirtualOperator:
     namespace: str = NAMESPACE
     name: str = field(default_factory=lambda: f"tr-{uuid.uuid4().hex[:6]}")
     cluster: str = DEFAULT_CLUSTER
+    #: Compute answered in process by `emulator.compute` (`Virtual.compute`); None: the
+    #: operator has no Compute (`operator_config`'s endpoint refuses at once).
+    compute: ComputeApis | None = None
     #: The operator running now (`start`; a new one after `restart`).
     controller: Controller = field(init=False)
     #: Operators started so far.
@@ -87,6 +92,7 @@ class VirtualOperator:
             self.kueue,
             self.jobset,
             gke_api=self.gke,
+            compute_apis=self.compute,
             clock=loop.time,
         )
         follows = watched(self.kueue, self.jobset)
@@ -387,6 +393,11 @@ class Virtual:
     #: test stands in for Kueue's controller), run several slices as JobSets.
     kueue: bool = False
     jobset: bool = False
+    #: Answer Compute (workload policies, calendar-mode bookings) in process, by the
+    #: emulator's Compute (tests/fakes/compute.py).
+    compute: bool = False
+    #: UTC at virtual time 0 (a scenario at a fixed date of its own: a sample's block).
+    epoch: datetime = EPOCH
     end: float = 30 * 86400.0
 
     @property
@@ -429,9 +440,9 @@ class Virtual:
         loop = asyncio.get_running_loop()
 
         def utc() -> datetime:
-            return EPOCH + timedelta(seconds=loop.time())
+            return self.epoch + timedelta(seconds=loop.time())
 
-        config = self.emulator_config.model_copy(update={"calendar_epoch": EPOCH})
+        config = self.emulator_config.model_copy(update={"calendar_epoch": self.epoch})
         emulator = ClusterManagerEmulator(config, clock=loop.time)
         gke = InProcessGke(emulator)
         kube = MemoryKube(self.resources, utc)
@@ -439,6 +450,8 @@ class Virtual:
         op = VirtualOperator(
             kube, emulator, gke, operator_config(**settings), self.kueue, self.jobset
         )
+        if self.compute:
+            op.compute = in_process_compute(emulator.compute)
         await op.start()
         try:
             await scenario(op)

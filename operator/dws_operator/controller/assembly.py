@@ -46,12 +46,14 @@ def build_controller(
     metrics: OperatorMetrics | None = None,
     *,
     gke_api: ClusterManagerAsyncClient | None = None,
+    compute_apis: ComputeApis | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Controller:
-    """The operator's parts on `api` (the Kubernetes connection `kube` calls through) and
-    GKE (`gke_api`, or a client of `config.gke_endpoint`). `clock` is the monotonic time
-    of every timer, pause and deadline, as `config.time` is the time decisions are made
-    in: a test gives both a virtual clock and moves it."""
+    """The operator's parts on `api` (the Kubernetes connection `kube` calls through),
+    GKE (`gke_api`, or a client of `config.gke_endpoint`) and Compute (`compute_apis`,
+    or, on first use, a client of `config.compute_endpoint`). `clock` is the monotonic
+    time of every timer, pause and deadline, as `config.time` is the time decisions are
+    made in: a test gives both a virtual clock and moves it."""
     metrics = metrics or OperatorMetrics()
     api.on_error = metrics.kube_error
     if gke_api is None:
@@ -90,7 +92,11 @@ def build_controller(
         # Connected on first use: only Ironwood slices and calendar-mode bookings need
         # Compute, and its credentials are looked for then.
         if holder[0].compute is None:
-            holder[0].compute = connect_compute(config.compute_endpoint)
+            holder[0].compute = (
+                compute_apis
+                if compute_apis is not None
+                else connect_compute(config.compute_endpoint)
+            )
         return holder[0].compute
 
     def policies() -> WorkloadPolicyClient:

@@ -15,7 +15,7 @@ Compute's `error.errors[]` (reason, message) kept, for compute_errors.py to clas
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import google.auth
@@ -38,6 +38,22 @@ COMPUTE_ENDPOINT_ENV = "DWS_COMPUTE_ENDPOINT"
 DEFAULT_ENDPOINT = "https://compute.googleapis.com"
 #: What google-cloud-compute asked Application Default Credentials for.
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+
+
+class ComputeTransport(Protocol):
+    """What the resources below call Compute through: `ComputeSession` (HTTP), or the
+    tests' Compute answered in process (tests/fakes/compute.py)."""
+
+    def call(
+        self,
+        verb: str,
+        *path: str,
+        timeout: float,
+        body: dict[str, Any] | None = None,
+        query: dict[str, str] | None = None,
+    ) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
 
 
 class ComputeSession:
@@ -92,7 +108,7 @@ class ZonalName:
 
 
 class ResourcePolicies:
-    def __init__(self, session: ComputeSession) -> None:
+    def __init__(self, session: ComputeTransport) -> None:
         self._session = session
 
     def insert(self, request: InsertResourcePolicyRequest, timeout: float) -> Operation:
@@ -108,7 +124,7 @@ class ResourcePolicies:
 
 
 class RegionOperations:
-    def __init__(self, session: ComputeSession) -> None:
+    def __init__(self, session: ComputeTransport) -> None:
         self._session = session
 
     def wait(self, operation: RegionalName, timeout: float) -> Operation:
@@ -119,7 +135,7 @@ class RegionOperations:
 
 
 class FutureReservations:
-    def __init__(self, session: ComputeSession) -> None:
+    def __init__(self, session: ComputeTransport) -> None:
         self._session = session
 
     def insert(self, request: InsertFutureReservationRequest, timeout: float) -> Operation:
@@ -141,7 +157,7 @@ class FutureReservations:
 
 
 class Advice:
-    def __init__(self, session: ComputeSession) -> None:
+    def __init__(self, session: ComputeTransport) -> None:
         self._session = session
 
     def calendar_mode(
@@ -163,7 +179,7 @@ class ComputeApis:
     bookings: FutureReservations
     #: Calendar-mode advice: when a block can start.
     advice: Advice
-    session: ComputeSession
+    session: ComputeTransport
 
     def close(self) -> None:
         self.session.close()

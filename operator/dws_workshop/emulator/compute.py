@@ -5,7 +5,8 @@
 Compute's JSON bodies and error shape. Bodies are read and written with the proto-plus
 types of google-cloud-compute, so the unmodified `compute_v1` REST clients talk to it
 exactly as they talk to Compute. Faults (seeded errors, latency, failing operations)
-come from `EmulatorConfig.compute_faults`; every call is recorded.
+come from `EmulatorConfig.compute_faults`; every call is recorded. `answer` serves the
+same methods without HTTP (the tests' in-process Compute, tests/fakes/compute.py).
 
 It shares its state and lock with the ClusterManager emulator, which serves both: a
 node pool can name a policy only if this side holds it, and this side refuses to
@@ -20,7 +21,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -49,8 +50,9 @@ from dws_workshop.emulator.config import (
 )
 from dws_workshop.emulator.ruleids import behaviour
 
-_REGION = "/compute/v1/projects/{project}/regions/{region}"
-_ZONE = "/compute/v1/projects/{project}/zones/{zone}"
+_ROOT = "/compute/v1"
+_REGION = _ROOT + "/projects/{project}/regions/{region}"
+_ZONE = _ROOT + "/projects/{project}/zones/{zone}"
 #: Compute's `wait` returns when the operation is DONE or after about two minutes.
 WAIT_LIMIT_SECONDS = 120.0
 #: A fault's gRPC code name -> the HTTP status, error reason and operation error code
@@ -102,7 +104,36 @@ class ComputeCall:
 
 
 _Request = ComputeRequest
-Answer = Callable[[_Request], Awaitable[dict[str, Any]]]
+#: A method's answer to a request, or its refusal (`ComputeApiError`).
+Answer = Callable[[_Request], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ComputeRoute:
+    """One method at its path: `verb` and aiohttp's template under `/compute/v1`, each
+    `{param}` one path segment."""
+
+    verb: str
+    path: str
+    method: ComputeMethodName
+    answer: Answer
+    #: Answered once the operation is DONE, or after WAIT_LIMIT_SECONDS (`wait`).
+    waits: bool = False
+
+    def match(self, verb: str, parts: Sequence[str]) -> dict[str, str] | None:
+        """The path's params if `verb` at `/compute/v1/<parts...>` is this route."""
+        template = self.path.removeprefix(_ROOT + "/").split("/")
+        if verb != self.verb or len(parts) != len(template):
+            return None
+        params: dict[str, str] = {}
+        for part, pattern in zip(parts, template, strict=True):
+            if pattern.startswith("{"):
+                if not part:
+                    return None
+                params[pattern.strip("{}")] = part
+            elif part != pattern:
+                return None
+        return params
 
 
 class ComputeEmulator(CallLog[ComputeCall]):
@@ -133,6 +164,7 @@ class ComputeEmulator(CallLog[ComputeCall]):
         self._answers_lost: Counter[str] = Counter()
         CallLog.__init__(self, lock)
         self._runner: web.AppRunner | None = None
+        self._routes = self._table()
 
     # Lifecycle --------------------------------------------------------------
 
@@ -146,34 +178,10 @@ class ComputeEmulator(CallLog[ComputeCall]):
         if self._runner is not None:
             raise RuntimeError("the Compute emulator is already serving")
         app = web.Application()
-        policies = f"{_REGION}/resourcePolicies"
-        operations = f"{_REGION}/operations/{{name}}"
-        app.router.add_post(policies, self._route("resourcePolicies.insert", self._insert))
-        app.router.add_get(policies, self._route("resourcePolicies.list", self._list))
-        app.router.add_get(f"{policies}/{{name}}", self._route("resourcePolicies.get", self._get))
-        app.router.add_delete(
-            f"{policies}/{{name}}", self._route("resourcePolicies.delete", self._delete)
-        )
-        app.router.add_get(operations, self._route("regionOperations.get", self._operation))
-        app.router.add_post(f"{operations}/wait", self._route("regionOperations.wait", self._wait))
-        calendar = CalendarApi(self._state, self._lock, self._latency, self._operation_error)
-        bookings = f"{_ZONE}/futureReservations"
-        booking = f"{bookings}/{{name}}"
-        zone_operations = f"{_ZONE}/operations/{{name}}"
-        app.router.add_post(bookings, self._route("futureReservations.insert", calendar.insert))
-        app.router.add_get(bookings, self._route("futureReservations.list", calendar.list))
-        app.router.add_get(booking, self._route("futureReservations.get", calendar.get))
-        app.router.add_delete(booking, self._route("futureReservations.delete", calendar.delete))
-        app.router.add_post(
-            f"{booking}/cancel", self._route("futureReservations.cancel", calendar.cancel)
-        )
-        app.router.add_post(
-            f"{_REGION}/advice/calendarMode", self._route("advice.calendarMode", calendar.advise)
-        )
-        app.router.add_get(zone_operations, self._route("zoneOperations.get", self._operation))
-        app.router.add_post(
-            f"{zone_operations}/wait", self._route("zoneOperations.wait", self._wait)
-        )
+        adders = {"GET": app.router.add_get, "POST": app.router.add_post}
+        adders["DELETE"] = app.router.add_delete
+        for route in self._routes:
+            adders[route.verb](route.path, self._serve(route))
         app.router.add_route("*", "/{tail:.*}", self._unknown)
         # A `wait` in flight must not hold up shutdown for aiohttp's default minute.
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
@@ -191,6 +199,41 @@ class ComputeEmulator(CallLog[ComputeCall]):
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+
+    def _table(self) -> list[ComputeRoute]:
+        """Every method served, at its path."""
+        calendar = CalendarApi(self._state, self._lock, self._latency, self._operation_error)
+        policies = f"{_REGION}/resourcePolicies"
+        operations = f"{_REGION}/operations/{{name}}"
+        bookings = f"{_ZONE}/futureReservations"
+        booking = f"{bookings}/{{name}}"
+        zone_operations = f"{_ZONE}/operations/{{name}}"
+        return [
+            ComputeRoute("POST", policies, "resourcePolicies.insert", self._insert),
+            ComputeRoute("GET", policies, "resourcePolicies.list", self._list),
+            ComputeRoute("GET", f"{policies}/{{name}}", "resourcePolicies.get", self._get),
+            ComputeRoute("DELETE", f"{policies}/{{name}}", "resourcePolicies.delete", self._delete),
+            ComputeRoute("GET", operations, "regionOperations.get", self._operation),
+            ComputeRoute(
+                "POST", f"{operations}/wait", "regionOperations.wait", self._operation, waits=True
+            ),
+            ComputeRoute("POST", bookings, "futureReservations.insert", calendar.insert),
+            ComputeRoute("GET", bookings, "futureReservations.list", calendar.list),
+            ComputeRoute("GET", booking, "futureReservations.get", calendar.get),
+            ComputeRoute("DELETE", booking, "futureReservations.delete", calendar.delete),
+            ComputeRoute("POST", f"{booking}/cancel", "futureReservations.cancel", calendar.cancel),
+            ComputeRoute(
+                "POST", f"{_REGION}/advice/calendarMode", "advice.calendarMode", calendar.advise
+            ),
+            ComputeRoute("GET", zone_operations, "zoneOperations.get", self._operation),
+            ComputeRoute(
+                "POST",
+                f"{zone_operations}/wait",
+                "zoneOperations.wait",
+                self._operation,
+                waits=True,
+            ),
+        ]
 
     # Call log, faults and state --------------------------------------------
 
@@ -247,7 +290,7 @@ class ComputeEmulator(CallLog[ComputeCall]):
 
     # Methods ----------------------------------------------------------------
 
-    async def _insert(self, request: _Request) -> dict[str, Any]:
+    def _insert(self, request: _Request) -> dict[str, Any]:
         policy = parse_body(request, compute_v1.ResourcePolicy)
         validate_policy(policy)
         params = request.params
@@ -261,14 +304,14 @@ class ComputeEmulator(CallLog[ComputeCall]):
             )
             return to_json(operation)
 
-    async def _get(self, request: _Request) -> dict[str, Any]:
+    def _get(self, request: _Request) -> dict[str, Any]:
         params = request.params
         validate_name("resourcePolicy", params["name"])
         with self._lock:
             record = self._state.policy(params["project"], params["region"], params["name"])
             return to_json(record.policy)
 
-    async def _list(self, request: _Request) -> dict[str, Any]:
+    def _list(self, request: _Request) -> dict[str, Any]:
         project, region = request.params["project"], request.params["region"]
         start, size = page_bounds(request)
         with self._lock:
@@ -284,7 +327,7 @@ class ComputeEmulator(CallLog[ComputeCall]):
                 answer["nextPageToken"] = str(start + size)
             return answer
 
-    async def _delete(self, request: _Request) -> dict[str, Any]:
+    def _delete(self, request: _Request) -> dict[str, Any]:
         params = request.params
         validate_name("resourcePolicy", params["name"])
         with self._lock:
@@ -297,20 +340,24 @@ class ComputeEmulator(CallLog[ComputeCall]):
             )
             return to_json(operation)
 
-    async def _operation(self, request: _Request) -> dict[str, Any]:
+    def _operation(self, request: _Request) -> dict[str, Any]:
         with self._lock:
             return to_json(self._find_operation(request).operation)
 
     @behaviour("CE-WAIT-LIMIT")
-    async def _wait(self, request: _Request) -> dict[str, Any]:
-        """Return once the operation is DONE, or after `WAIT_LIMIT_SECONDS` as it stands."""
+    async def _until_done(self, request: _Request) -> None:
+        """Return once the operation is DONE, or after `WAIT_LIMIT_SECONDS` (then `wait`
+        answers it as it stands); at once for one not found (`wait` answers 404)."""
         deadline = time.monotonic() + WAIT_LIMIT_SECONDS
         while True:
             with self._lock:
                 self._state.advance()
-                record = self._find_operation(request)
+                try:
+                    record = self._find_operation(request)
+                except ComputeApiError:
+                    return
                 if record.done or time.monotonic() >= deadline:
-                    return to_json(record.operation)
+                    return
                 remaining = record.done_at - self._clock()
             # Short naps, so a clock driven by hand (tests) is followed closely.
             await asyncio.sleep(min(max(remaining, 0.005), 0.25))
@@ -323,12 +370,10 @@ class ComputeEmulator(CallLog[ComputeCall]):
 
     # Serving ----------------------------------------------------------------
 
-    def _route(
-        self, method: ComputeMethodName, answer: Answer
-    ) -> Callable[[web.Request], Awaitable[web.Response]]:
+    def _serve(self, route: ComputeRoute) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handle(http: web.Request) -> web.Response:
             started = self._clock()
-            faults = compute_faults_for(self.config, method)
+            faults = compute_faults_for(self.config, route.method)
             text = await http.text() if http.can_read_body else ""
             request = _Request(
                 params=dict(http.match_info),
@@ -339,46 +384,112 @@ class ComputeEmulator(CallLog[ComputeCall]):
             )
             if faults.latency_seconds:
                 await asyncio.sleep(faults.latency_seconds)
-            with self._lock:
-                lose = self._answers_lost[method] < faults.lost_answers
-                if lose:
-                    self._answers_lost[method] += 1
             try:
-                with self._lock:
-                    if not lose and self._draw(method, faults.error_rate):
-                        raise _injected(method, faults)
-                    params = request.params
-                    if "zone" in params:
-                        validate_location(params["project"], params["zone"].rsplit("-", 1)[0])
-                        validate_zone(params["zone"])
-                    else:
-                        validate_location(params["project"], params["region"])
-                    self._state.advance()
-                response = await answer(request)
+                lose = self._admit(route.method, request)
+                if route.waits:
+                    await self._until_done(request)
+                response = route.answer(request)
             except ComputeApiError as error:
-                self._record(method, request, error.status, error, None, started)
-                return web.json_response(error.body(), status=error.status)
-            if lose or self._draw(f"{method}:lost", faults.lost_answer_rate):
-                # Done, but the caller never hears: a gateway timeout, as a load balancer
-                # answers when the backend took too long.
-                lost = ComputeApiError(
-                    504, "deadlineExceeded", "Deadline exceeded", rule="EMU-FAULT-INJECTED"
-                )
-                self._record(method, request, lost.status, lost, response, started)
-                return web.json_response(lost.body(), status=lost.status)
-            self._record(method, request, 200, None, response, started)
-            return web.json_response(response)
+                status, body = self._refused(route.method, request, error, started)
+            else:
+                status, body = self._answered(route.method, request, response, lose, started)
+            return web.json_response(body, status=status)
 
         return handle
 
-    async def _unknown(self, http: web.Request) -> web.Response:
-        error = ComputeApiError(
-            404,
-            "notFound",
-            f"The requested URL {http.path} was not found on this server.",
-            rule="CE-UNKNOWN-URL",
+    def answer(
+        self,
+        verb: str,
+        path: Sequence[str],
+        *,
+        query: Mapping[str, str] | None = None,
+        text: str = "",
+    ) -> tuple[int, dict[str, Any]]:
+        """`verb` at `/compute/v1/<path...>` (each part one path segment, unquoted)
+        with the body `text` answered as served (faults, rules, the call log), without
+        HTTP: (HTTP status, JSON body). The tests' in-process Compute calls it, from the
+        worker thread each of the operator's Compute calls runs in.
+
+        Unlike the served method, a `wait` answers its operation at once as it stands,
+        DONE or not (Compute's wait may answer before the operation is done; a worker
+        thread cannot wait on an event loop's virtual clock); and a fault's
+        `latency_seconds` is refused (ValueError), for the same reason."""
+        found = next(
+            ((r, params) for r in self._routes if (params := r.match(verb, path)) is not None),
+            None,
         )
-        return web.json_response(error.body(), status=404)
+        if found is None:
+            error = _unknown_url("/".join([_ROOT, *path]))
+            return error.status, error.body()
+        route, params = found
+        started = self._clock()
+        faults = compute_faults_for(self.config, route.method)
+        if faults.latency_seconds:
+            raise ValueError(f"{route.method}: latency_seconds is not served in process")
+        request = _Request(
+            params=params,
+            query=dict(query or {}),
+            text=text,
+            faults=faults,
+            body=_json_or_none(text),
+        )
+        # Under the lock throughout: one call at a time, as on the served event loop,
+        # whichever threads call.
+        with self._lock:
+            try:
+                lose = self._admit(route.method, request)
+                response = route.answer(request)
+            except ComputeApiError as error:
+                return self._refused(route.method, request, error, started)
+            return self._answered(route.method, request, response, lose, started)
+
+    def _admit(self, method: ComputeMethodName, request: _Request) -> bool:
+        """Before the method answers: whether its answer is to be lost, then an injected
+        error or the location's refusal (raised); True when the answer is to be lost."""
+        faults = request.faults
+        with self._lock:
+            lose = self._answers_lost[method] < faults.lost_answers
+            if lose:
+                self._answers_lost[method] += 1
+            if not lose and self._draw(method, faults.error_rate):
+                raise _injected(method, faults)
+            params = request.params
+            if "zone" in params:
+                validate_location(params["project"], params["zone"].rsplit("-", 1)[0])
+                validate_zone(params["zone"])
+            else:
+                validate_location(params["project"], params["region"])
+            self._state.advance()
+        return lose
+
+    def _refused(
+        self, method: str, request: _Request, error: ComputeApiError, started: float
+    ) -> tuple[int, dict[str, Any]]:
+        self._record(method, request, error.status, error, None, started)
+        return error.status, error.body()
+
+    def _answered(
+        self,
+        method: str,
+        request: _Request,
+        response: dict[str, Any],
+        lose: bool,
+        started: float,
+    ) -> tuple[int, dict[str, Any]]:
+        if lose or self._draw(f"{method}:lost", request.faults.lost_answer_rate):
+            # Done, but the caller never hears: a gateway timeout, as a load balancer
+            # answers when the backend took too long.
+            lost = ComputeApiError(
+                504, "deadlineExceeded", "Deadline exceeded", rule="EMU-FAULT-INJECTED"
+            )
+            self._record(method, request, lost.status, lost, response, started)
+            return lost.status, lost.body()
+        self._record(method, request, 200, None, response, started)
+        return 200, response
+
+    async def _unknown(self, http: web.Request) -> web.Response:
+        error = _unknown_url(http.path)
+        return web.json_response(error.body(), status=error.status)
 
     def _latency(self, method: str) -> float:
         latency = compute_faults_for(self.config, method).operation_latency_seconds
@@ -424,6 +535,15 @@ class ComputeEmulator(CallLog[ComputeCall]):
             duration=self._clock() - started,
         )
         self.record(call)
+
+
+def _unknown_url(path: str) -> ComputeApiError:
+    return ComputeApiError(
+        404,
+        "notFound",
+        f"The requested URL {path} was not found on this server.",
+        rule="CE-UNKNOWN-URL",
+    )
 
 
 def _injected(method: str, faults: MethodFaults) -> ComputeApiError:

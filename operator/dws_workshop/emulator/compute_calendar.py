@@ -48,7 +48,7 @@ class CalendarApi:
         self._latency = latency
         self._operation_error = operation_error
 
-    async def insert(self, request: ComputeRequest) -> dict[str, Any]:
+    def insert(self, request: ComputeRequest) -> dict[str, Any]:
         reservation = parse_body(request, compute_v1.FutureReservation)
         request_id = request.query.get("requestId", "")
         if request_id:
@@ -65,12 +65,12 @@ class CalendarApi:
             )
             return to_json(operation)
 
-    async def get(self, request: ComputeRequest) -> dict[str, Any]:
+    def get(self, request: ComputeRequest) -> dict[str, Any]:
         project, zone, name = _key(request)
         with self._lock:
             return to_json(self._state.calendar.booking(project, zone, name).reservation)
 
-    async def list(self, request: ComputeRequest) -> dict[str, Any]:
+    def list(self, request: ComputeRequest) -> dict[str, Any]:
         project, zone = request.params["project"], request.params["zone"]
         start, size = page_bounds(request)
         link = f"{COMPUTE_ROOT}/projects/{project}/zones/{zone}/futureReservations"
@@ -86,7 +86,7 @@ class CalendarApi:
                 answer["nextPageToken"] = str(start + size)
             return answer
 
-    async def advise(self, request: ComputeRequest) -> dict[str, Any]:
+    def advise(self, request: ComputeRequest) -> dict[str, Any]:
         """advice.calendarMode: when and where a block can start (`calendar_advice`)."""
         body = parse_body(request, compute_v1.CalendarModeAdviceRequest)
         region = request.params["region"]
@@ -107,10 +107,10 @@ class CalendarApi:
             )
             return to_json(answer)
 
-    async def cancel(self, request: ComputeRequest) -> dict[str, Any]:
+    def cancel(self, request: ComputeRequest) -> dict[str, Any]:
         return self._change(request, "futureReservations.cancel", self._state.cancel_booking)
 
-    async def delete(self, request: ComputeRequest) -> dict[str, Any]:
+    def delete(self, request: ComputeRequest) -> dict[str, Any]:
         return self._change(request, "futureReservations.delete", self._state.delete_booking)
 
     def _change(self, request: ComputeRequest, method: str, change: Change) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from tests.polling import eventually
 ROOT = Path(__file__).resolve().parents[3]
 ALL_SAMPLES = sorted((ROOT / "manifests" / "samples").glob("*.yaml"))
 #: A Calendar-mode sample books a block at a fixed date: it runs on its own clock
-#: (test_calendar.py), skipped ahead to its block.
+#: (tests/virtual/test_calendar.py), virtual time starting two hours before its block.
 SAMPLES = [p for p in ALL_SAMPLES if "mode: Calendar" not in p.read_text()]
 SIM_DURATION = "dws-operator.dev/sim-duration"
 
