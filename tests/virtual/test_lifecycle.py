@@ -1,6 +1,6 @@
 """A TrainingRequest from creation to a pool scaled to zero, on the virtual clock, for
-every mode; an Ironwood slice, placed by a Compute workload policy (no Compute here), in
-tests/cluster/operator/test_lifecycle.py."""
+every mode; an Ironwood slice, placed by a Compute workload policy, in
+tests/virtual/test_workload_policies.py."""
 
 from __future__ import annotations
 
