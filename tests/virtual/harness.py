@@ -373,8 +373,8 @@ def operator_config(**settings: Any) -> OperatorConfig:
         "cluster": "sandbox",
         "kueue": KueueMode.DISABLED,
         "namespaces": (NAMESPACE,),
-        # No Compute unless `Virtual.compute`: a test that reaches for it is refused at once, by a port no
-        # one listens on, rather than reaching Google's.
+        # No Compute unless `Virtual.compute`: a test that reaches for it is refused at
+        # once, by a port no one listens on, rather than reaching Google's.
         "compute_endpoint": "http://127.0.0.1:9",
     }
     return OperatorConfig(**{**defaults, **settings})
