@@ -1,5 +1,11 @@
-"""End-to-end flows: capacity that arrives late or never, Kueue and
-ProvisioningRequests, spot preemption, deletion mid-run."""
+"""End-to-end flows: capacity that arrives late, Kueue and ProvisioningRequests, deletion
+mid-run.
+
+Capacity that never arrives (maxWaitDuration's expiry, no pool left behind) is tested on the
+virtual clock (tests/virtual/test_lifecycle.py: a wait the test steps over rather than sits
+out); a Spot preemption through the real Job controller's podFailurePolicy in
+tests/cluster/operator/test_resilience.py, and its whole handling on the virtual clock
+(tests/virtual/test_resilience.py)."""
 
 from __future__ import annotations
 
@@ -150,31 +156,6 @@ def test_gpu_queued_provisioning_through_kueue(
     assert admitted["lastTransitionTime"] >= provisioned["lastTransitionTime"]
     scenario.wait_phase("Succeeded", timeout=60)
     eventually(lambda: nodes(scenario) == [], timeout=SETTLE, what="the nodes gone")
-
-
-def test_spot_preemption_mid_run(stack: Stack) -> None:
-    # The first attempt runs until its nodes go, so the preemption always meets running
-    # work (neither a simulated time nor a pod duration races the start).
-    scenario = stack(SimScenario(clock_factor=CLOCK))
-    scenario.create(tpu("v6e", "2x4"), mode="Spot", template=forever())
-    scenario.wait_phase("Running", timeout=SETTLE)
-    scenario.autoscaler.preempt()
-    eventually(lambda: scenario.status().get("restarts") == 1, timeout=SETTLE, what="a restart")
-    scenario.finish_pods(attempt=1, count=2, timeout=SETTLE)
-    status = scenario.wait_phase("Succeeded", timeout=90)
-    assert status["restarts"] == 1
-    assert "Restarting" in scenario.events()
-    eventually(lambda: nodes(scenario) == [], timeout=SETTLE, what="the nodes gone")
-
-
-def test_capacity_never_arrives(stack: Stack) -> None:
-    scenario = stack(SimScenario(clock_factor=CLOCK, capacity=[CapacityRule(stockout=True)]))
-    scenario.create(tpu("v6e", "2x4"), provisioning={"maxWaitDuration": "15s"}, template=sim("10s"))
-    scenario.wait_phase("Failed", timeout=40)
-    assert scenario.condition("Completed")["reason"] == "CapacityTimeout"
-    eventually(lambda: scenario.pool() is None, timeout=20, what="no pool left behind")
-    assert nodes(scenario) == []
-    assert scenario.jobs() == []
 
 
 def test_deleted_mid_run(stack: Stack) -> None:
