@@ -199,6 +199,7 @@ def test_deletion_removes_job_service_and_pool() -> None:
         (pool_for(MULTI, PoolState.STOPPING), None, False, [], False),
         (pool_for(MULTI, ours=False), None, False, [], True),
         (None, job_view(), False, [DeleteJob(NAME)], False),
+        (None, job_view(deleting=True), False, [], False),
         (None, job_view(ours=False), False, [], True),
         (None, None, True, [DeleteService(NAME)], False),
         (
@@ -215,6 +216,7 @@ def test_deletion_removes_job_service_and_pool() -> None:
         "pool-stopping",
         "pool-not-ours",
         "job",
+        "job-deleting",
         "job-not-ours",
         "service",
         "job-service-pool-stopping",

@@ -430,6 +430,13 @@ def test_a_run_out_of_duration_waits_for_its_pods_before_its_pools_go() -> None:
     assert [d.foreground for d in only(again.actions, DeleteJob)] == [True]
     assert only(again.actions, ScaleNodePoolToZero) == []
     assert only(again.actions, DeleteNodePool) == []
+    # Seen deleting (its pods going): not asked again, and the pools still wait.
+    seen = world(LONG, failed.status, now=STARTED + timedelta(minutes=11, seconds=30))
+    assert seen.job is not None
+    going = run(dataclasses.replace(seen, job=dataclasses.replace(seen.job, deleting=True)))
+    assert only(going.actions, DeleteJob) == []
+    assert only(going.actions, ScaleNodePoolToZero) == only(going.actions, DeleteNodePool) == []
+    assert going.requeue_after is not None
     gone = run(
         dataclasses.replace(
             world(LONG, failed.status, now=STARTED + timedelta(minutes=12)), job=None

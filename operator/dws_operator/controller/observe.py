@@ -161,6 +161,7 @@ def job_view(job: JobRecord, uid: str) -> JobView:
         failure_message=(failed or {}).get("message") or "",
         disrupted=disrupted,
         ready=job.ready,
+        deleting=job.deleting,
     )
 
 
@@ -180,6 +181,7 @@ def jobset_view(jobset: Mapping[str, Any], children: list[JobRecord], uid: str) 
         failure_message=(failed or {}).get("message", ""),
         disrupted=failed is not None and any(j.disrupted for j in jobs),
         ready=sum(j.ready for j in jobs),
+        deleting=metadata.get("deletionTimestamp") is not None,
     )
 
 

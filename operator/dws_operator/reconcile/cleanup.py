@@ -169,7 +169,8 @@ def _stop_pending(run: Draft, spec: TrainingRequestSpec) -> Decision | None:
     if run.status.phase != Phase.FAILED or not pending or job is None:
         return None
     long_run = segmented(spec)
-    run.act(DeleteJob(job.name, run.request.facts.workload_kind, foreground=long_run))
+    if not job.deleting:
+        run.act(DeleteJob(job.name, run.request.facts.workload_kind, foreground=long_run))
     if run.observed.service_exists:
         run.act(DeleteService(service_name(run.request.name)))
     if not long_run:
@@ -217,7 +218,7 @@ def release(run: Draft) -> Decision:
     """Deletion: remove the Job, the Service and a pool the operator created, then let go."""
     observed, request = run.observed, run.request
     kind = run.request.facts.workload_kind
-    if observed.job is not None and observed.job.ours:
+    if observed.job is not None and observed.job.ours and not observed.job.deleting:
         run.act(DeleteJob(observed.job.name, kind))
     for stale in observed.stale_to_delete:
         run.act(DeleteJob(stale, kind))
@@ -240,7 +241,15 @@ def release(run: Draft) -> Decision:
         # took it over): its end wakes that request, not this one, and the pool may look
         # the same before and after, so this one looks again on its own.
         run.wake_within(NODES_IN_USE_SECONDS)
-    gone = not run.decision.actions and not busy and (not ours or not managed) and not left
+    # A Job of ours still there (deleted already, its pods going) holds the request too.
+    job_left = observed.job is not None and observed.job.ours
+    gone = (
+        not run.decision.actions
+        and not busy
+        and (not ours or not managed)
+        and not left
+        and not job_left
+    )
     run.decision.released = gone and not holding
     message = "Deleting the Job, Service and node pool" + kept
     return run.phase(Phase.DELETING, message, run.wake_by)

@@ -86,6 +86,9 @@ class JobView:
     #: more often than Kueue retries, capacity revoked): Kueue's word why. It stays
     #: suspended for good.
     deactivated: str | None = None
+    #: Being deleted (a deletionTimestamp): asked once, not again on every pass while
+    #: its pods go (a foreground delete can take their whole grace period).
+    deleting: bool = False
 
 
 @dataclass(frozen=True)
