@@ -100,7 +100,7 @@ def build_controller(
         return holder[0].compute
 
     def policies() -> WorkloadPolicyClient:
-        return WorkloadPolicyClient(compute(), config.project, guard=FENCE.check)
+        return WorkloadPolicyClient(compute(), config.project, guard=FENCE.check, clock=clock)
 
     def bookings() -> BookingClient:
         return BookingClient(compute(), config.project, guard=FENCE.check)

@@ -17,6 +17,7 @@ the booking.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -188,6 +189,8 @@ class BookingClient:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     #: Called before every attempt (as `NodePoolClient.guard`).
     guard: Callable[[], None] | None = None
+    #: The retries' jitter.
+    rng: Callable[[], float] = random.random
 
     async def read(self, zone: str, name: str, uid: str) -> BookingView | None:
         """The booking as Compute has it (`ours`: made for the request with `uid`); None
@@ -242,5 +245,10 @@ class BookingClient:
 
     async def _call(self, method: Callable[[R, float], T], request: R) -> T:
         return await call_compute(
-            method, request, timeout=self.call_timeout, retry=self.retry, guard=self.guard
+            method,
+            request,
+            timeout=self.call_timeout,
+            retry=self.retry,
+            guard=self.guard,
+            rng=self.rng,
         )

@@ -98,6 +98,9 @@ class WorkloadPolicyClient:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     #: Called before every attempt (as `NodePoolClient.guard`).
     guard: Callable[[], None] | None = None
+    #: The monotonic time of the operation's deadline and pauses; the jitter's source.
+    clock: Callable[[], float] = time.monotonic
+    rng: Callable[[], float] = random.random
     _locks: dict[tuple[str, str], asyncio.Lock] = field(
         default_factory=dict, init=False, repr=False
     )
@@ -151,12 +154,12 @@ class WorkloadPolicyClient:
         operation keeps running in Compute and a later `ensure_workload_policy` finds
         its policy.
         """
-        deadline = time.monotonic() + self.poll.timeout
+        deadline = self.clock() + self.poll.timeout
         delay = self.poll.initial_delay
         current = operation
         request = RegionalName(self.project, region, operation.name)
         while not current.done:
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock()
             if remaining <= 0:
                 raise GkeError(
                     retryable=True,
@@ -164,7 +167,7 @@ class WorkloadPolicyClient:
                     message=f"operation {operation.name} still {current.status or 'PENDING'} "
                     f"after {self.poll.timeout:g}s",
                 )
-            asked = time.monotonic()
+            asked = self.clock()
             try:
                 current = await self.call(
                     self.apis.operations.wait,
@@ -175,9 +178,9 @@ class WorkloadPolicyClient:
             except GkeError as error:
                 if not error.retryable:
                     raise
-            if not current.done and time.monotonic() - asked < delay:
+            if not current.done and self.clock() - asked < delay:
                 # A wait that failed or answered early: pause rather than spin on it.
-                await asyncio.sleep(min(delay, max(deadline - time.monotonic(), 0)))
+                await asyncio.sleep(min(delay, max(deadline - self.clock(), 0)))
                 delay = min(delay * self.poll.multiplier, self.poll.max_delay)
         return current
 
@@ -197,6 +200,7 @@ class WorkloadPolicyClient:
             timeout=self.call_timeout if timeout is None else timeout,
             retry=retry or self.retry,
             guard=self.guard,
+            rng=self.rng,
         )
 
     async def _adopt_existing(self, region: str, name: str, topology: str) -> str:
@@ -240,6 +244,7 @@ async def call_compute(
     timeout: float,
     retry: RetryPolicy,
     guard: Callable[[], None] | None,
+    rng: Callable[[], float] = random.random,
 ) -> T:
     """One Compute call in a worker thread: timeout, classification, bounded retries."""
     pauses = retry.delays()
@@ -261,5 +266,5 @@ async def call_compute(
             if not classified.retryable or attempt == len(pauses):
                 raise classified from error
         pause = pauses[attempt]
-        await asyncio.sleep(pause * (1 - retry.jitter * random.random()))
+        await asyncio.sleep(pause * (1 - retry.jitter * rng()))
     raise AssertionError("unreachable: the last attempt returns or raises")
