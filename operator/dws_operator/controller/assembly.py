@@ -85,7 +85,12 @@ def build_controller(
 
     snapshot = PoolSnapshot(gke, changed, interval=config.gke_refresh_seconds, clock=clock)
     scheduler = OperationScheduler(
-        mutations, snapshot, queue.add, slots=config.gke_operation_slots, clock=clock
+        mutations,
+        snapshot,
+        queue.add,
+        slots=config.gke_operation_slots,
+        clock=clock,
+        now=config.time.now,
     )
 
     def compute() -> ComputeApis:

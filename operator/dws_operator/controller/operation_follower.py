@@ -10,6 +10,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from datetime import datetime
 
 from dws_operator import rfc3339
 from dws_operator.controller.pool_operation import PoolOperation, SchedulerStats
@@ -161,13 +162,14 @@ class OperationFollower:
         self._durations[kind] = took if known is None else known + LEARNING * (took - known)
 
 
-def began(operation: Operation, sent: float, answered: float) -> float:
+def began(operation: Operation, sent: float, answered: float, now: datetime) -> float:
     """When GKE started `operation`, on the scheduler's clock: its own `start_time`, as far
     back from the answer as the wall clock says, within the call's round trip (a skewed
-    clock moves it no further). The answer's way back is not counted into the wait."""
+    clock moves it no further). The answer's way back is not counted into the wait. `now`:
+    the time of `answered`."""
     try:
         start = rfc3339.parse(operation.start_time)
     except ValueError:
         return answered
-    ago = rfc3339.now() - start
+    ago = now - start
     return min(max(answered - ago.total_seconds(), sent), answered)

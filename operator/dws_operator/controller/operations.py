@@ -25,7 +25,9 @@ import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from datetime import datetime
 
+from dws_operator import rfc3339
 from dws_operator.controller.cache import Key
 from dws_operator.controller.line import Entry, FairLine
 from dws_operator.controller.operation_follower import POLL_SECONDS, OperationFollower, began
@@ -65,12 +67,16 @@ class OperationScheduler:
         slots: int = DEFAULT_SLOTS,
         poll: float = POLL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], datetime] = rfc3339.now,
     ) -> None:
+        """`clock`: the monotonic time of slots, pauses and looks; `now`: the time GKE's
+        operation start times are read against."""
         self.gke = gke
         self.snapshot = snapshot
         self.wake = wake
         self.slots = slots
         self._clock = clock
+        self._now = now
         self._ops: dict[str, PoolOperation] = {}
         #: Queued operations, by namespace.
         self._line = FairLine()
@@ -260,7 +266,9 @@ class OperationScheduler:
                 started = await operation.steps[operation.step]()
                 if started is not None:
                     operation.running = started.name
-                    operation.started_at = operation.looked_at = began(started, sent, self._clock())
+                    operation.started_at = operation.looked_at = began(
+                        started, sent, self._clock(), self._now()
+                    )
                     operation.running_type = int(started.operation_type)
                     self._count_start(operation)
                     self._follower.started()
