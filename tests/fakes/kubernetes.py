@@ -6,11 +6,14 @@ no others: create, get, list (label selectors, pages), JSON merge patch and repl
 discovery. Its errors are the transport's typed ones, with the real server's messages.
 Instead of HTTP watches it calls back with every change, as a watch tells it
 (`MemoryKube.watch`). It has no schema validation or defaulting (a CRD's defaults, a
-Job's selector, a Service's clusterIP), no managedFields or generation, no admission, no
+Job's selector, a Service's clusterIP), no managedFields, no admission, no
 namespaces of its own (every namespace exists), no generateName (the operator names
 what it makes), and of the garbage collector only this: its finalizer comes off at once
 (owner references are not followed), or, on an object a test says has dependents the fake
-does not store (`hold`), once the test says they are gone (`let_go`).
+does not store (`hold`), once the test says they are gone (`let_go`). metadata.generation is
+kept for custom resources only (the operator reads its own kind's): 1 at creation, one more
+for each write that changes anything but the metadata and the status, and once more when a
+delete marks the object deleting.
 tests/cluster/contract runs the same assertions against it and against a real
 kube-apiserver; where they disagree, the fake is wrong.
 """
@@ -435,6 +438,9 @@ class MemoryKube:
             metadata.pop(system, None)
         metadata["uid"] = str(uuid.uuid4())
         metadata["creationTimestamp"] = rfc3339.seconds(self.now())
+        metadata.pop("generation", None)
+        if not resource.builtin:
+            metadata["generation"] = 1
         created = {
             **body,
             "apiVersion": resource.api_version,
@@ -579,6 +585,12 @@ class MemoryKube:
             if field in old["metadata"]:
                 metadata[field] = old["metadata"][field]
         metadata["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if "generation" in old["metadata"]:
+            # The server's to keep: a spec change (anything but metadata and status) is
+            # a new generation.
+            spec = {k: v for k, v in new.items() if k not in ("metadata", "status")}
+            was = {k: v for k, v in old.items() if k not in ("metadata", "status")}
+            metadata["generation"] = old["metadata"]["generation"] + (spec != was)
         new["apiVersion"], new["kind"] = old["apiVersion"], old["kind"]
         new["metadata"] = metadata = _omit_empty(metadata)
         finalizers = list(metadata.get("finalizers") or [])
@@ -637,6 +649,9 @@ class MemoryKube:
             }
         deleting = copy.deepcopy(old)
         deleting["metadata"]["finalizers"] = finalizers
+        if "deletionTimestamp" not in old["metadata"] and "generation" in old["metadata"]:
+            # Marked deleting: its controllers must act differently, a new generation.
+            deleting["metadata"]["generation"] += 1
         deleting["metadata"].setdefault("deletionTimestamp", rfc3339.seconds(self.now()))
         deleting["metadata"]["deletionGracePeriodSeconds"] = 0
         if deleting == old:

@@ -337,6 +337,42 @@ def test_a_request_with_a_finalizer_stays_deleting_until_it_is_taken_off(kube: B
     assert after is False
 
 
+def test_a_request_has_a_new_generation_for_a_spec_change_and_its_deletion(
+    kube: Backend,
+) -> None:
+    ns = kube.namespace
+
+    def generation(body: dict[str, Any] | None) -> int:
+        assert body is not None
+        return int(body["metadata"]["generation"])
+
+    async def body(api: KubeApi) -> list[int]:
+        made = await api.create(PLURAL, _request(ns, "gen", finalizers=[FINALIZER]))
+        status = await api.patch_status(ns, "gen", {"phase": "Pending"})
+        labelled = await api.call(
+            "PATCH",
+            _path(ns, "gen"),
+            body={"metadata": {"labels": {"team": "a"}}},
+            content_type=MERGE,
+        )
+        respec = await api.call(
+            "PATCH",
+            _path(ns, "gen"),
+            body={"spec": {"nodePool": {"cleanup": "Keep"}}},  # a field that may change
+            content_type=MERGE,
+        )
+        await api.delete(PLURAL, ns, "gen")
+        deleting = await api.training_request(ns, "gen")
+        await api.delete(PLURAL, ns, "gen")
+        again = await api.training_request(ns, "gen")
+        await api.patch_metadata(ns, "gen", {"finalizers": []})
+        return [generation(b) for b in (made, status, labelled, respec, deleting, again)]
+
+    # Created: 1; the status and the labels: the same; the spec: 2; marked deleting: 3,
+    # and deleted again: still 3.
+    assert kube.run(body) == [1, 1, 1, 2, 3, 3]
+
+
 def test_no_finalizer_is_added_to_a_request_being_deleted(kube: Backend) -> None:
     ns = kube.namespace
     late = "contract.dws-operator.dev/late"
