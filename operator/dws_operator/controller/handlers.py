@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +118,15 @@ def build_registry(
     config: OperatorConfig,
     kubeconfig: Path | None = None,
     metrics: OperatorMetrics | None = None,
+    *,
+    ending: Callable[[], None] | None = None,
 ) -> kopf.OperatorRegistry:
-    """Handlers bound to `config`; a registry of their own, so tests can run several."""
+    """Handlers bound to `config`; a registry of their own, so tests can run several.
+
+    `ending` is called when kopf stops (its cleanup) or will (a start-up refusal): it
+    raises the stop flag kopf was given. kopf's exit waits up to 5 s for the tasks still
+    running, its own task waiting on that flag among them, so a flag left down (kopf
+    stopped by a signal it answers itself, or by the refusal) held every exit 5 s."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -151,12 +158,14 @@ def build_registry(
             # Several slices run as a JobSet: without its API they fail at once, clearly.
             jobset = JOBSET_VERSION in await kube.served_versions(JOBSET_GROUP)
             controller = build_controller(config, api, kube, installed, jobset, metrics)
-        except BaseException:
+        except BaseException as error:
             # Tried again (or the operator stops); the cleanup handler never sees these
             # clients, so they are closed here, GKE's channel too.
             await api.close()
             if controller is not None:
                 await controller.gke_api.transport.close()
+            if isinstance(error, kopf.PermanentError) and ending is not None:
+                ending()
             raise
         try:
             await controller.snapshot.refresh()
@@ -169,6 +178,8 @@ def build_registry(
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         if "controller" in memo:
             await memo.controller.stop()
+        if ending is not None:
+            ending()
 
     _watch(registry)
     return registry

@@ -129,21 +129,11 @@ async def _reconcile(
     liveness_endpoint: str | None,
     metrics: OperatorMetrics,
 ) -> None:
-    registry = build_registry(config, kubeconfig, metrics)
-    if stop_flag is not None:
-        flag = stop_flag
-
-        # In the main thread kopf answers SIGINT and SIGTERM itself, replacing the
-        # handlers that raise `stop_flag` (`dws-operator run`'s), so a signal stops kopf
-        # with the flag down; kopf then gives the task it made to wait on the flag 5 s to
-        # end before it returns (its wait for leftover tasks). Raising the flag as kopf
-        # cleans up ends that task at once: a pod stops when its work has, not 5 s later.
-        @kopf.on.cleanup(registry=registry)
-        async def raise_stop_flag(**_: object) -> None:
-            flag.set()
-
+    # In the main thread kopf answers SIGINT and SIGTERM itself, replacing the handlers
+    # that raise `stop_flag` (`dws-operator run`'s): the registry raises it as kopf ends.
+    ending = None if stop_flag is None else stop_flag.set
     await kopf.operator(
-        registry=registry,
+        registry=build_registry(config, kubeconfig, metrics, ending=ending),
         clusterwide=not config.namespaces,
         namespaces=list(config.namespaces),
         # Replicas are kept apart by the Lease (kopf's peering only pauses others).
