@@ -267,3 +267,23 @@ def test_deleting_a_running_request_removes_everything(virtual: Virtual) -> None
         assert [c.request.name.rsplit("/", 1)[-1] for c in deletes] == [pool]
 
     virtual.run(scenario)
+
+
+def test_an_operation_of_a_kind_never_seen_done_is_looked_at_every_two_seconds(
+    virtual: Virtual,
+) -> None:
+    """Until one operation of a kind has ended, how long GKE takes for it is unknown: the
+    operator looks every 2 s (POLL_SECONDS), not at a share of a guess."""
+
+    async def scenario(op: VirtualOperator) -> None:
+        sent = op.now()
+        await op.create(tpu("v6e", "4x4"))
+        await op.until(op.created_pools, "CreateNodePool")
+        name = op.pool_name
+        await op.until(lambda: (p := op.pool(name)) is not None and p.status == 2, "RUNNING")
+        took = op.now() - sent
+        looks = op.emulator.calls_for("GetOperation")
+        assert took >= 20  # GKE's create takes 20 s here
+        assert 0 < len(looks) <= took / 2 + 1
+
+    virtual.run(scenario)

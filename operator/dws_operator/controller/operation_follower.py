@@ -142,7 +142,11 @@ class OperationFollower:
         return due - now
 
     def _due(self, operation: PoolOperation, now: float) -> float:
-        expected = self._durations.get(operation.running_type, self.poll)
+        expected = self._durations.get(operation.running_type)
+        if expected is None:
+            # A kind not seen done yet: looked at every `poll` until it is (a tenth of
+            # a guess was five looks a second, for minutes, at a TPU slice's create).
+            return max(operation.started_at, operation.looked_at) + self.poll
         done_at = operation.started_at + expected
         if operation.looked_at < done_at:
             return done_at
