@@ -65,6 +65,21 @@ def still_up(op: VirtualOperator, pool: str) -> None:
     assert condition is None or condition["status"] != "True", condition
 
 
+async def said_refused(op: VirtualOperator, pool: str) -> None:
+    """The status says GKE refuses the scale-down, in GKE's words, and that the nodes
+    are still up (billed): not only the operator's log."""
+
+    def retrying() -> dict[str, Any] | None:
+        condition = op.condition("ScaledDown")
+        return condition if condition and condition["reason"] == "Retrying" else None
+
+    condition = await op.until(retrying, "ScaledDown False/Retrying")
+    assert condition["status"] == "False"
+    assert condition["message"].startswith(f"GKE refused to scale node pool {pool} down (")
+    assert "SetNodePoolSize: UNAVAILABLE" in condition["message"]
+    assert condition["message"].endswith(f"{NODES} node(s) still up")
+
+
 def scaled_to_zero(op: VirtualOperator) -> None:
     condition = op.condition("ScaledDown")
     assert condition is not None
@@ -78,6 +93,7 @@ def test_stopped_between_cap_and_resize_it_resizes_after_restart(virtual: Virtua
         pool = await ran(op, gpu("nvidia-l4", nodes=NODES, count=1), "Spot")
         await op.until(lambda: pool_max(op, pool) == 0, "the autoscaler capped")
         await op.until(lambda: resizes(op), "a resize refused")
+        await said_refused(op, pool)
         await op.stop()
         # Stopped between the two calls: the ceiling is 0, the two billed nodes are still
         # up, and the request does not claim to be scaled down; nor does any of that
@@ -110,6 +126,7 @@ def test_a_resize_refused_again_and_again_is_retried_until_zero(virtual: Virtual
         pool = await ran(op, tpu("v6e", "2x4"), "FlexStart")
         await op.until(lambda: len(resizes(op)) >= 3, "three refused resizes")
         still_up(op, pool)
+        await said_refused(op, pool)
         # Retried for as long as GKE refuses, each time after the scheduler's backoff
         # (doubling from 1 s up to 60 s): never hot-looping, never given up.
         await op.sleep(SPAN)

@@ -108,7 +108,7 @@ def clean_up(run: Draft, spec: TrainingRequestSpec) -> Decision:
             # ScaledDown condition, written before the resize is sent) and done stands in.
             nodes = observed.nodes_by_pool
             scaled = cond.condition(run.status.conditions, cond.SCALED_DOWN)
-            resized = scaled is not None and scaled.reason in (RESIZING, "ScaledToZero")
+            resized = scaled is not None and scaled.reason in (RESIZING, RETRYING, "ScaledToZero")
 
             def capped(pool: PoolView) -> bool:
                 if pool.keeps_ceiling:
@@ -129,6 +129,7 @@ def clean_up(run: Draft, spec: TrainingRequestSpec) -> Decision:
                     f"resizing {pool_list(slices)} to zero (a TPU slice pool keeps its "
                     "autoscaling ceiling at the slice's size)",
                 )
+            _refused(run, scaling)
             if any(p.name in observed.draining for p in scaling):
                 # Their Node objects' removal wakes the request; this is the backstop
                 # after which a pool still showing Nodes is resized again.
@@ -205,6 +206,29 @@ def _cleanup_policy(run: Draft, spec: TrainingRequestSpec) -> CleanupPolicy:
 
 #: The ScaledDown condition's reason while TPU slice pools are being resized to zero.
 RESIZING = "Resizing"
+#: Its reason while GKE refuses a scale-down the operator keeps trying (nodes billed).
+RETRYING = "Retrying"
+
+
+def _refused(run: Draft, scaling: list[PoolView]) -> None:
+    """A scale-down GKE answered with a retryable error is tried again by the scheduler;
+    the status says so meanwhile, with GKE's words, since the nodes are still billed."""
+    operations, nodes = run.observed.operations, run.observed.nodes_by_pool
+    refused = [
+        (p.name, operations[p.name].retrying)
+        for p in scaling
+        if p.name in operations and operations[p.name].retrying
+    ]
+    if not refused:
+        return
+    names = pool_list([name for name, _ in refused])
+    up = sum(nodes.get(p.name, 0) for p in scaling)
+    run.condition(
+        cond.SCALED_DOWN,
+        "False",
+        RETRYING,
+        f"GKE refused to scale {names} down ({refused[0][1]}); trying again, {up} node(s) still up",
+    )
 
 
 def _scaled_down(run: Draft, reason: str, message: str) -> None:
