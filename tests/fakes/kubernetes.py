@@ -12,8 +12,8 @@ what it makes), and of the garbage collector only this: its finalizer comes off 
 (owner references are not followed), or, on an object a test says has dependents the fake
 does not store (`hold`), once the test says they are gone (`let_go`). metadata.generation is
 kept for custom resources only (the operator reads its own kind's): 1 at creation, one more
-for each write that changes anything but the metadata and the status, and once more when a
-delete marks the object deleting.
+for each write that changes anything but the metadata (and the status, of a kind with a
+/status subresource), and once more when a delete marks the object deleting.
 tests/cluster/contract runs the same assertions against it and against a real
 kube-apiserver; where they disagree, the fake is wrong.
 """
@@ -588,8 +588,10 @@ class MemoryKube:
         if "generation" in old["metadata"]:
             # The server's to keep: a spec change (anything but metadata and status) is
             # a new generation.
-            spec = {k: v for k, v in new.items() if k not in ("metadata", "status")}
-            was = {k: v for k, v in old.items() if k not in ("metadata", "status")}
+            # A kind without /status counts its status as any other field.
+            skipped = ("metadata", "status") if resource.status else ("metadata",)
+            spec = {k: v for k, v in new.items() if k not in skipped}
+            was = {k: v for k, v in old.items() if k not in skipped}
             metadata["generation"] = old["metadata"]["generation"] + (spec != was)
         new["apiVersion"], new["kind"] = old["apiVersion"], old["kind"]
         new["metadata"] = metadata = _omit_empty(metadata)

@@ -311,3 +311,78 @@ def test_a_deletion_waiting_on_another_requests_operation_looks_again_itself() -
     # Its own operation's end wakes it: no timer then.
     mine = dataclasses.replace(obs, operations={POOL: dataclasses.replace(theirs, mine=True)})
     assert run(mine).requeue_after is None
+
+
+# -- a scale-down GKE refuses -------------------------------------------------------------
+
+REFUSED = "GKE Unavailable: SetNodePoolSize: try again"
+
+
+def _capped_with_nodes_up(operation: OperationView | None, **fields: Any) -> Any:
+    """A succeeded GPU request whose pool is capped at zero with its 2 nodes still up,
+    and `operation` on the pool."""
+    status = status_at(Phase.SUCCEEDED, GPU_ONE, started=T0, finished_at=T0, **fields)
+    obs = observed(
+        GPU_ONE,
+        status,
+        pool=pool_for(GPU_ONE, max_nodes=0),
+        job=job_view(complete=True),
+        now=T0 + timedelta(minutes=5),
+    )
+    return dataclasses.replace(
+        obs,
+        nodes_by_pool={POOL: 2},
+        operations={} if operation is None else {POOL: operation},
+    )
+
+
+def test_a_scale_down_gke_refuses_is_said_with_its_words_and_the_nodes_up() -> None:
+    waiting = OperationView(kind="ScaleDown", running=False, retrying=REFUSED)
+    d = run(_capped_with_nodes_up(waiting))
+    scaled = condition(d, cond.SCALED_DOWN)
+    assert (scaled.status, scaled.reason) == ("False", "Retrying")
+    assert scaled.message == (
+        f"GKE refused to scale node pool {POOL} down ({REFUSED}); trying again, 2 node(s) still up"
+    )
+    assert only(d.actions, ScaleNodePoolToZero) == []  # the scheduler tries it again
+
+
+@pytest.mark.parametrize(
+    "operation",
+    [
+        OperationView(kind="ScaleDown", running=True, retrying=REFUSED),
+        OperationView(kind="ScaleDown", running=False, retrying=REFUSED, mine=False),
+        OperationView(kind="TakeOver", running=False, retrying=REFUSED),
+        OperationView(kind="ScaleDown", running=False),
+    ],
+    ids=["running-now", "another-requests", "a-takeover", "not-refused"],
+)
+def test_only_this_requests_refused_scale_down_waiting_to_be_retried_is_said(
+    operation: OperationView,
+) -> None:
+    d = run(_capped_with_nodes_up(operation))
+    scaled = cond.condition(d.status.conditions, cond.SCALED_DOWN)
+    assert scaled is None or scaled.reason != "Retrying"
+
+
+def test_once_gke_takes_the_scale_down_the_refusal_is_no_longer_said() -> None:
+    refused = run(
+        _capped_with_nodes_up(OperationView(kind="ScaleDown", running=False, retrying=REFUSED))
+    )
+    taken = _capped_with_nodes_up(OperationView(kind="ScaleDown", running=True, retrying=REFUSED))
+    d = run(dataclasses.replace(taken, request=request(GPU_ONE, refused.status)))
+    assert cond_tuple(d, cond.SCALED_DOWN) == ("False", "Resizing")
+    assert condition(d, cond.SCALED_DOWN).message == f"scaling node pool {POOL} down to zero"
+
+
+def test_a_deletion_waits_for_an_earlier_attempts_job_being_deleted() -> None:
+    obs = dataclasses.replace(
+        observed(GPU_ONE, status_at(Phase.DELETING, GPU_ONE), deleting=True),
+        stale_jobs=(f"{NAME}-r1",),
+        stale_going=frozenset({f"{NAME}-r1"}),
+    )
+    d = run(obs)
+    assert d.actions == []  # asked to go already
+    assert d.released is False
+    gone = run(dataclasses.replace(obs, stale_jobs=(), stale_going=frozenset()))
+    assert gone.released is True

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import random
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
@@ -94,6 +95,8 @@ class VirtualOperator:
             gke_api=self.gke,
             compute_apis=self.compute,
             clock=loop.time,
+            # Seeded: a scenario's jitters (retries, resyncs) are the same every run.
+            rng=random.Random(self.starts),
         )
         follows = watched(self.kueue, self.jobset)
         self._unwatch = self.kube.watch(_deliver(controller, follows))

@@ -4,6 +4,7 @@ once at start-up into a `Controller`."""
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterable
 
@@ -48,12 +49,15 @@ def build_controller(
     gke_api: ClusterManagerAsyncClient | None = None,
     compute_apis: ComputeApis | None = None,
     clock: Callable[[], float] = time.monotonic,
+    rng: random.Random | None = None,
 ) -> Controller:
     """The operator's parts on `api` (the Kubernetes connection `kube` calls through),
     GKE (`gke_api`, or a client of `config.gke_endpoint`) and Compute (`compute_apis`,
     or, on first use, a client of `config.compute_endpoint`). `clock` is the monotonic
     time of every timer, pause and deadline, as `config.time` is the time decisions are
-    made in: a test gives both a virtual clock and moves it."""
+    made in: a test gives both a virtual clock and moves it. `rng` draws every jitter
+    (retries' and resyncs'): a test gives a seeded one."""
+    rng = rng or random.Random()
     metrics = metrics or OperatorMetrics()
     api.on_error = metrics.kube_error
     if gke_api is None:
@@ -61,13 +65,19 @@ def build_controller(
     # Every attempt of every GKE call asks the fence first: a replica that lost its
     # Lease sends nothing more, reads included (it is about to exit anyway).
     gke = NodePoolClient(
-        gke_api, config.cluster_path, clock=clock, guard=FENCE.check, observer=metrics.gke_call
+        gke_api,
+        config.cluster_path,
+        clock=clock,
+        rng=rng.random,
+        guard=FENCE.check,
+        observer=metrics.gke_call,
     )
     mutations = NodePoolClient(
         gke_api,
         config.cluster_path,
         retry=RetryPolicy(attempts=1),
         clock=clock,
+        rng=rng.random,
         guard=FENCE.check,
         observer=metrics.gke_call,
     )
@@ -105,10 +115,12 @@ def build_controller(
         return holder[0].compute
 
     def policies() -> WorkloadPolicyClient:
-        return WorkloadPolicyClient(compute(), config.project, guard=FENCE.check, clock=clock)
+        return WorkloadPolicyClient(
+            compute(), config.project, guard=FENCE.check, clock=clock, rng=rng.random
+        )
 
     def bookings() -> BookingClient:
-        return BookingClient(compute(), config.project, guard=FENCE.check)
+        return BookingClient(compute(), config.project, guard=FENCE.check, rng=rng.random)
 
     shelf = PoolShelf(
         snapshot,
@@ -158,6 +170,7 @@ def build_controller(
         jobset=jobset,
         clock=clock,
         time=config.time,
+        rng=rng,
     )
     reconciler.ledger.wake = queue.add
     holder.append(controller)

@@ -17,6 +17,7 @@ twice at the start.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -165,7 +166,11 @@ def build_registry(
             if controller is not None:
                 await controller.gke_api.transport.close()
             if isinstance(error, kopf.PermanentError) and ending is not None:
-                ending()
+                # Once kopf's start-up task has ended with the refusal: raised before,
+                # the flag could stop kopf first, and the refusal be lost in the stop.
+                task = asyncio.current_task()
+                if task is not None:
+                    task.add_done_callback(lambda _: ending())
             raise
         try:
             await controller.snapshot.refresh()

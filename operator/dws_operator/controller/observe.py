@@ -22,6 +22,7 @@ from dws_operator.controller.kube import KubeApi
 from dws_operator.controller.operations import OperationScheduler
 from dws_operator.controller.pool_operation import Priority
 from dws_operator.controller.pools import PoolSnapshot
+from dws_operator.controller.records import workload_deleting
 from dws_operator.controller.reuse import PoolShelf
 from dws_operator.errors import InvalidSpec
 from dws_operator.gke import NodePoolClient, owned_by
@@ -181,7 +182,7 @@ def jobset_view(jobset: Mapping[str, Any], children: list[JobRecord], uid: str) 
         failure_message=(failed or {}).get("message", ""),
         disrupted=failed is not None and any(j.disrupted for j in jobs),
         ready=sum(j.ready for j in jobs),
-        deleting=metadata.get("deletionTimestamp") is not None,
+        deleting=workload_deleting(metadata),
     )
 
 
@@ -202,7 +203,7 @@ def _workload(
             if any(o.get("uid") == request.uid for o in j["metadata"].get("ownerReferences") or [])
         ]
         going = frozenset(
-            str(j["metadata"]["name"]) for j in jobsets if j["metadata"].get("deletionTimestamp")
+            str(j["metadata"]["name"]) for j in jobsets if workload_deleting(j["metadata"])
         )
         return view, [str(j["metadata"]["name"]) for j in jobsets], going
     job = cache.job(request.namespace, name)

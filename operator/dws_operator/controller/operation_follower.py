@@ -20,8 +20,8 @@ from dws_operator.kubekit.fence import LeaseLost
 
 log = logging.getLogger(__name__)
 
-#: The first look at an operation of a kind GKE's durations are not known for yet; the
-#: cap on how long a late operation goes unlooked at.
+#: How often an operation of a kind GKE's durations are not known for yet is looked at
+#: (until one has been seen done); the cap on how long a late operation goes unlooked at.
 POLL_SECONDS = 2.0
 #: The shortest pause between two looks at a late operation.
 MIN_LOOK_SECONDS = 0.05

@@ -53,7 +53,7 @@ class JobRecord:
     owners: tuple[str, ...]
     conditions: tuple[Mapping[str, Any], ...]
     ready: int
-    #: Being deleted (a deletionTimestamp): asked to go already.
+    #: Being deleted (`workload_deleting`): asked to go already.
     deleting: bool = False
 
     @classmethod
@@ -71,8 +71,20 @@ class JobRecord:
                 for c in status.get("conditions") or []
             ),
             ready=int(status.get("ready") or 0),
-            deleting=metadata.get("deletionTimestamp") is not None,
+            deleting=workload_deleting(metadata),
         )
+
+
+#: The garbage collector's finalizer on an object deleted with propagationPolicy Orphan.
+ORPHAN_FINALIZER = "orphan"
+
+
+def workload_deleting(metadata: Mapping[str, Any]) -> bool:
+    """A Job or JobSet on its way out with its pods: deleted, and not so as to orphan
+    them (`kubectl delete --cascade=orphan` leaves its pods running: the operator deletes
+    it again, its way, which puts the collector's own finalizer in place of "orphan")."""
+    finalizers = metadata.get("finalizers") or []
+    return metadata.get("deletionTimestamp") is not None and ORPHAN_FINALIZER not in finalizers
 
 
 class OwnerIndex:

@@ -98,8 +98,9 @@ class WorkloadPolicyClient:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     #: Called before every attempt (as `NodePoolClient.guard`).
     guard: Callable[[], None] | None = None
-    #: The monotonic time of the operation's deadline and pauses; the jitter's source.
+    #: The monotonic time of the operation's deadline and pauses.
     clock: Callable[[], float] = time.monotonic
+    #: The retries' jitter.
     rng: Callable[[], float] = random.random
     _locks: dict[tuple[str, str], asyncio.Lock] = field(
         default_factory=dict, init=False, repr=False

@@ -215,11 +215,22 @@ def _refused(run: Draft, scaling: list[PoolView]) -> None:
     the status says so meanwhile, with GKE's words, since the nodes are still billed."""
     operations, nodes = run.observed.operations, run.observed.nodes_by_pool
     refused = [
-        (p.name, operations[p.name].retrying)
+        (p.name, view.retrying)
         for p in scaling
-        if p.name in operations and operations[p.name].retrying
+        if (view := operations.get(p.name)) is not None
+        # This request's own scale-down, waiting to be tried again (not another
+        # request's takeover of the pool, nor an attempt GKE is running now).
+        and view.kind == "ScaleDown"
+        and view.mine
+        and not view.running
+        and view.retrying
     ]
     if not refused:
+        scaled = cond.condition(run.status.conditions, cond.SCALED_DOWN)
+        if scaled is not None and scaled.reason == RETRYING:
+            # GKE took it: no longer refused (the nodes are going, or will).
+            names = pool_list([p.name for p in scaling])
+            run.condition(cond.SCALED_DOWN, "False", RESIZING, f"scaling {names} down to zero")
         return
     names = pool_list([name for name, _ in refused])
     up = sum(nodes.get(p.name, 0) for p in scaling)
@@ -265,8 +276,9 @@ def release(run: Draft) -> Decision:
         # took it over): its end wakes that request, not this one, and the pool may look
         # the same before and after, so this one looks again on its own.
         run.wake_within(NODES_IN_USE_SECONDS)
-    # A Job of ours still there (deleted already, its pods going) holds the request too.
-    job_left = observed.job is not None and observed.job.ours
+    # A Job of ours still there (deleted already, its pods going) holds the request too,
+    # an earlier attempt's as well.
+    job_left = (observed.job is not None and observed.job.ours) or bool(observed.stale_going)
     gone = (
         not run.decision.actions
         and not busy
