@@ -92,7 +92,18 @@ def test_every_sample_runs_on_a_regional_cluster(
         now = phases()
         return now if all(now.get(n) in ("Succeeded", "Failed") for n in names) else None
 
-    done = eventually(all_done, timeout=300, what="every sample ended")
+    try:
+        done = eventually(all_done, timeout=300, what="every sample ended")
+    except AssertionError:
+        listed: Any = objects.list_namespaced_custom_object(GROUP, VERSION, e2e_namespace, PLURAL)
+        where = {
+            item["metadata"]["name"]: (
+                (item.get("status") or {}).get("phase"),
+                (item.get("status") or {}).get("message"),
+            )
+            for item in listed["items"]
+        }
+        raise AssertionError(f"not every sample ended: {where}") from None
     assert done == dict.fromkeys(names, "Succeeded"), done
     # GKE accepted every pool at the first try, and each multi-host TPU slice lives in
     # one zone of the region with per-zone limits of one slice.
