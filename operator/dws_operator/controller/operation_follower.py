@@ -146,7 +146,7 @@ class OperationFollower:
         if expected is None:
             # A kind not seen done yet: looked at every `poll` until it is (a tenth of
             # a guess was five looks a second, for minutes, at a TPU slice's create).
-            return max(operation.started_at, operation.looked_at) + self.poll
+            return operation.looked_at + self.poll  # set with started_at, then only later
         done_at = operation.started_at + expected
         if operation.looked_at < done_at:
             return done_at
