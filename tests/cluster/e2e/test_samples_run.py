@@ -16,13 +16,20 @@ from kubernetes import client as k8s
 
 from dws_operator.api import GROUP, PLURAL, VERSION
 from dws_operator.controller import KueueMode
-from dws_operator.kueue_objects import LOCAL_QUEUE, QUEUED_LOCAL_QUEUE, dws_objects
+from dws_operator.kueue_objects import (
+    KUEUE_API_VERSION,
+    KUEUE_GROUP,
+    LOCAL_QUEUE,
+    QUEUED_LOCAL_QUEUE,
+    dws_objects,
+)
 from dws_workshop.devcluster.kueue import KueueManager, apply_kueue_objects
 from dws_workshop.sandbox.session import sandbox_cluster
 from dws_workshop.simulator.scenario import SimScenario
 from tests.builders import gpu
 from tests.cluster.e2e.conftest import Stack
 from tests.cluster.e2e.test_dws_flow import CLOCK
+from tests.cluster.operator.harness import Scenario
 from tests.gke.harness import rendered
 from tests.polling import eventually
 
@@ -95,15 +102,7 @@ def test_every_sample_runs_on_a_regional_cluster(
     try:
         done = eventually(all_done, timeout=300, what="every sample ended")
     except AssertionError:
-        listed: Any = objects.list_namespaced_custom_object(GROUP, VERSION, e2e_namespace, PLURAL)
-        where = {
-            item["metadata"]["name"]: (
-                (item.get("status") or {}).get("phase"),
-                (item.get("status") or {}).get("message"),
-            )
-            for item in listed["items"]
-        }
-        raise AssertionError(f"not every sample ended: {where}") from None
+        raise AssertionError(where_it_stands(scenario, e2e_namespace)) from None
     assert done == dict.fromkeys(names, "Succeeded"), done
     # GKE accepted every pool at the first try, and each multi-host TPU slice lives in
     # one zone of the region with per-zone limits of one slice.
@@ -129,3 +128,46 @@ def test_every_sample_runs_on_a_regional_cluster(
         timeout=60,
         what="every created pool at zero nodes",
     )
+
+
+def where_it_stands(scenario: Scenario, namespace: str) -> str:
+    """What a sample that has not ended waits for: each unfinished request's phase,
+    message, conditions and pools; the namespace's pods, Jobs and Kueue Workloads; GKE's
+    pools; and whether the simulated autoscaler is still making passes."""
+    objects = k8s.CustomObjectsApi(scenario.api)
+    listed: Any = objects.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+    lines = ["not every sample ended:"]
+    for item in listed["items"]:
+        status = item.get("status") or {}
+        if status.get("phase") in ("Succeeded", "Failed"):
+            continue
+        conditions = [
+            f"{c['type']}={c['status']}/{c.get('reason')}" for c in status.get("conditions") or []
+        ]
+        lines.append(
+            f"  {item['metadata']['name']}: {status.get('phase')}: {status.get('message')}"
+            f" pools={status.get('nodePools') or status.get('nodePool')} {conditions}"
+        )
+    pod: Any
+    for pod in scenario.core.list_namespaced_pod(namespace).items:
+        lines.append(f"  pod {pod.metadata.name}: {pod.status.phase} on {pod.spec.node_name}")
+    job: Any
+    for job in scenario.batch.list_namespaced_job(namespace).items:
+        lines.append(
+            f"  job {job.metadata.name}: suspend={job.spec.suspend} active={job.status.active}"
+            f" succeeded={job.status.succeeded} deleting={job.metadata.deletion_timestamp}"
+        )
+    workloads: Any = objects.list_namespaced_custom_object(
+        KUEUE_GROUP, KUEUE_API_VERSION, namespace, "workloads"
+    )
+    for workload in workloads["items"]:
+        conditions = [
+            f"{c['type']}={c['status']}/{c.get('reason')}"
+            for c in (workload.get("status") or {}).get("conditions") or []
+        ]
+        lines.append(f"  workload {workload['metadata']['name']}: {conditions}")
+    for pool, count in scenario.emulator.node_pools(scenario.cluster):
+        lines.append(f"  GKE pool {pool.name}: {pool.status.name} nodes={count}")
+    autoscaler = scenario.autoscaler
+    lines.append(f"  autoscaler: {autoscaler.passes} passes, errors {autoscaler.errors[-3:]}")
+    return "\n".join(lines)
