@@ -283,7 +283,7 @@ def _on_the_block(run: Draft, booking: BookingPlan) -> Decision | None:
         run.status.booking.state = BookingState.ENDED
     if job is not None and job.ours and job.complete:
         return None
-    if job is not None and job.ours and not job.failed and not job.deleting:
+    if job is not None and job.ours and not job.failed:
         run.act(DeleteJob(job.name, run.request.facts.workload_kind))
     return run.fail(
         BLOCK_ENDED,

@@ -170,8 +170,7 @@ def _stop_pending(run: Draft, spec: TrainingRequestSpec) -> Decision | None:
     if run.status.phase != Phase.FAILED or not pending or job is None:
         return None
     long_run = segmented(spec)
-    if not job.deleting:
-        run.act(DeleteJob(job.name, run.request.facts.workload_kind, foreground=long_run))
+    run.act(DeleteJob(job.name, run.request.facts.workload_kind, foreground=long_run))
     if run.observed.service_exists:
         run.act(DeleteService(service_name(run.request.name)))
     if not long_run:
@@ -253,9 +252,9 @@ def release(run: Draft) -> Decision:
     """Deletion: remove the Job, the Service and a pool the operator created, then let go."""
     observed, request = run.observed, run.request
     kind = run.request.facts.workload_kind
-    if observed.job is not None and observed.job.ours and not observed.job.deleting:
+    if observed.job is not None and observed.job.ours:
         run.act(DeleteJob(observed.job.name, kind))
-    for stale in observed.stale_to_delete:
+    for stale in observed.stale_jobs:
         run.act(DeleteJob(stale, kind))
     for holder in observed.holders:
         run.act(DeleteJob(holder))

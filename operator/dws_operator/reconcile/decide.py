@@ -192,7 +192,7 @@ def _tidy(run: Draft, step: StepPlan) -> None:
     # their grace period to checkpoint on them.
     if not (long_run and run.observed.stale_jobs):
         abandon(run)
-    for stale in run.observed.stale_to_delete:
+    for stale in run.observed.stale_jobs:
         # An earlier attempt's workload (a restart or a step change interrupted midway):
         # gone before anything else, so nothing starts on what was given up. A long
         # run's goes in the foreground: it is there until its pods are.

@@ -9,7 +9,7 @@ from datetime import timedelta
 from dws_operator.api import Attempt, AttemptOutcome, Phase, TrainingRequestStatus
 from dws_operator.planning import SlicePlan
 from dws_operator.reconcile import conditions as cond
-from dws_operator.reconcile.actions import Action
+from dws_operator.reconcile.actions import Action, DeleteJob
 from dws_operator.reconcile.observed import Observed
 from dws_operator.reconcile.tally import Tally
 
@@ -137,6 +137,9 @@ class Draft:
         )
 
     def act(self, action: Action) -> None:
+        """Adds `action`; a workload's delete only once: not for one being deleted."""
+        if isinstance(action, DeleteJob) and action.name in self.observed.going:
+            return
         self.decision.actions.append(action)
 
     def phase(self, phase: Phase, message: str, requeue: float | None = FOLLOW_SECONDS) -> Decision:

@@ -79,7 +79,7 @@ def next_step(run: Draft, step: StepPlan, outcome: AttemptOutcome, why: str) -> 
     there = describe_step(step.ladder[step.step + 1])
     total = len(step.ladder)
     job = observed.job
-    if job is not None and job.ours and not job.deleting:
+    if job is not None and job.ours:
         # Nothing may start late on a step given up: its pods go with their Job.
         run.act(DeleteJob(job.name, run.request.facts.workload_kind))
     ours = [p for p in observed.all_pools if p is not None and p.ours]

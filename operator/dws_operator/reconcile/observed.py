@@ -245,10 +245,13 @@ class Observed:
     waits_behind: str = ""
 
     @property
-    def stale_to_delete(self) -> tuple[str, ...]:
-        """Stale workloads not yet asked to go (one being deleted is there until its
-        pods are; deleting it again is a write for nothing)."""
-        return tuple(name for name in self.stale_jobs if name not in self.stale_going)
+    def going(self) -> frozenset[str]:
+        """The request's workloads being deleted already, the current one's included. One
+        is there until its pods are; asked again, its delete would be a write for nothing
+        on every pass (and a foreground one puts the collector's finalizer back)."""
+        if self.job is not None and self.job.deleting:
+            return self.stale_going | {self.job.name}
+        return self.stale_going
 
     @property
     def all_pools(self) -> tuple[PoolView | None, ...]:

@@ -218,7 +218,7 @@ def _stop(run: Draft, step: StepPlan, record: Segment, window: Window) -> Decisi
     status = run.status
     kind = run.request.facts.workload_kind
     job = run.observed.job
-    if job is not None and job.ours and not job.complete and not job.deleting:
+    if job is not None and job.ours and not job.complete:
         run.act(DeleteJob(job.name, kind, foreground=True))
     ends = rfc3339.seconds(window.ends)
     if window.last:
