@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -18,12 +19,20 @@ class _Recorder(KubeApi):
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.sent: list[tuple[float, str, Mapping[str, Any]]] = []
+        #: The time each Event says it happened.
+        self.at: list[datetime | None] = []
         self._clock = clock
 
     async def post_event(
-        self, involved: Mapping[str, Any], type_: str, reason: str, message: str
+        self,
+        involved: Mapping[str, Any],
+        type_: str,
+        reason: str,
+        message: str,
+        at: datetime | None = None,
     ) -> None:
         self.sent.append((self._clock(), reason, involved))
+        self.at.append(at)
 
 
 class _Time:
@@ -58,13 +67,23 @@ BODY = {
 }
 
 
+#: The operator's date when the poster's monotonic clock reads 0.
+START = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+
+
 def test_a_burst_goes_out_at_once_and_the_rest_at_the_rate() -> None:
     clock = _Time()
 
     async def main() -> list[float]:
         kube = _Recorder(clock.monotonic)
         poster = EventPoster(
-            kube, rate=50.0, burst=5, backlog=100, clock=clock.monotonic, sleep=clock.sleep
+            kube,
+            rate=50.0,
+            burst=5,
+            backlog=100,
+            clock=clock.monotonic,
+            sleep=clock.sleep,
+            wall=lambda: START + timedelta(seconds=clock.now),
         )
         for i in range(15):
             poster.post(BODY, "Normal", f"R{i}", "m")
@@ -77,6 +96,8 @@ def test_a_burst_goes_out_at_once_and_the_rest_at_the_rate() -> None:
         assert kube.sent[0][2] == {
             "metadata": {"name": "r", "namespace": "ns", "uid": "u", "resourceVersion": "7"}
         }
+        # Each says when it happened (all at once), not when its turn to be sent came.
+        assert kube.at == [START] * 15
         return [at for at, _, _ in kube.sent]
 
     times = asyncio.run(main())

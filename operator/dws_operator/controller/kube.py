@@ -15,6 +15,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -254,13 +255,18 @@ class KubeApi:
         return dict(stored)
 
     async def post_event(
-        self, involved: Mapping[str, Any], type_: str, reason: str, message: str
+        self,
+        involved: Mapping[str, Any],
+        type_: str,
+        reason: str,
+        message: str,
+        at: datetime | None = None,
     ) -> None:
         """An Event about `involved` (a TrainingRequest body). Events are for people:
         one that cannot be posted is logged, never allowed to fail the pass."""
         metadata = involved.get("metadata") or {}
         namespace = str(metadata.get("namespace") or "default")
-        now = rfc3339.seconds(rfc3339.now())
+        now = rfc3339.seconds(at or rfc3339.now())
         event = {
             "apiVersion": "v1",
             "kind": "Event",

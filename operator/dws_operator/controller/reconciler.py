@@ -75,7 +75,7 @@ class Reconciler:
         #: Waits for capacity, for the estimates; kept in this process only unless given.
         self.history = history or CapacityHistory.in_memory()
         self.passes = 0
-        self.events = EventPoster(self.kube, clock=sources.monotonic)
+        self.events = EventPoster(self.kube, clock=sources.monotonic, wall=sources.now)
         #: The namespaces' TrainingPolicies and what their requests hold.
         self.ledger = PolicyLedger(self.cache)
         self.finalizers = Finalizers(self.kube, self.cache)

@@ -4,6 +4,7 @@ operator's `controller.kube.KubeApi` is one."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Protocol
 
 
@@ -25,7 +26,13 @@ class Caller(Protocol):
 
 class EventWriter(Protocol):
     async def post_event(
-        self, involved: Mapping[str, Any], type_: str, reason: str, message: str
+        self,
+        involved: Mapping[str, Any],
+        type_: str,
+        reason: str,
+        message: str,
+        at: datetime | None = None,
     ) -> None:
-        """An Event about the object `involved` (its body)."""
+        """An Event about the object `involved` (its body), that happened `at` (None:
+        now, as the machine's clock says)."""
         ...

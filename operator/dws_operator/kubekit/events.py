@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from dws_operator.kubekit.api import EventWriter
@@ -35,6 +36,8 @@ class _Event:
     type: str
     reason: str
     message: str
+    #: When it happened (the poster's `wall`): a backlog may send it much later.
+    at: datetime
 
 
 class EventPoster:
@@ -46,10 +49,12 @@ class EventPoster:
         backlog: int = BACKLOG,
         *,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.kube = kube
         self._clock = clock
+        self._wall = wall
         self._sleep = sleep
         self.rate = rate
         self.burst = burst
@@ -69,7 +74,7 @@ class EventPoster:
             }
         }
         try:
-            self._queue.put_nowait(_Event(about, type_, reason, message))
+            self._queue.put_nowait(_Event(about, type_, reason, message, self._wall()))
         except asyncio.QueueFull:
             self.dropped += 1
             if self.dropped == 1 or self.dropped % 1000 == 0:
@@ -88,7 +93,9 @@ class EventPoster:
             event = await self._queue.get()
             await self._sleep(self._wait_for_token())
             # post_event logs its own failures: an Event is never retried.
-            await self.kube.post_event(event.involved, event.type, event.reason, event.message)
+            await self.kube.post_event(
+                event.involved, event.type, event.reason, event.message, event.at
+            )
             self.posted += 1
 
     def _wait_for_token(self) -> float:

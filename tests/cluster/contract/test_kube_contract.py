@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 import pytest
@@ -42,6 +43,8 @@ TAG = "contract.dws-operator.dev/tag"
 RUN = "contract.dws-operator.dev/run"
 
 MERGE = "application/merge-patch+json"
+#: When an Event the contract posts happened, as the operator's clock said.
+TOLD_AT = datetime(2026, 11, 28, 9, 30, tzinfo=UTC)
 
 
 class Server(Requests, Protocol):
@@ -512,7 +515,7 @@ def test_an_event_is_posted_about_a_request(kube: Backend) -> None:
         made = await api.create(PLURAL, _request(ns, "told"))
         assert made is not None
         # post_event swallows a refusal (logged): the Event is read back to know.
-        await api.post_event(made, "Normal", "ContractTest", "x" * 2000)
+        await api.post_event(made, "Normal", "ContractTest", "x" * 2000, at=TOLD_AT)
         listed = await api.call("GET", f"/api/v1/namespaces/{ns}/events")
         return made, [e for e in listed["items"] if e.get("reason") == "ContractTest"]
 
@@ -523,6 +526,8 @@ def test_an_event_is_posted_about_a_request(kube: Backend) -> None:
     assert event["involvedObject"]["kind"] == KIND
     assert event["message"] == "x" * 1024
     assert event["type"] == "Normal"
+    # The time it happened on the operator's clock, not when it was sent.
+    assert event["firstTimestamp"] == event["lastTimestamp"] == "2026-11-28T09:30:00Z"
 
 
 def test_discovery_names_the_served_versions(kube: Backend) -> None:
