@@ -116,13 +116,18 @@ class Fleet:
             manifest = render_node(
                 pool.shape, name=name, zone=zone, project=self.project, terminates_at=terminates
             )
+            # Known before the create returns: a watcher may see the Node first.
+            self._created_at[name] = now
             try:
                 node = self.call(self.core.create_node, manifest)
             except Conflict:  # left by an earlier run: take the next number
+                del self._created_at[name]
                 continue
+            except BaseException:
+                del self._created_at[name]
+                raise
             break
         self._next_index[pool.path] = index
-        self._created_at[name] = now
         pool.nodes.append(node)
         log.info("created node %s for pool %s in %s", name, pool.name, zone)
         return node
