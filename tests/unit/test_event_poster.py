@@ -20,7 +20,7 @@ class _Recorder(KubeApi):
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.sent: list[tuple[float, str, Mapping[str, Any]]] = []
         #: The time each Event says it happened.
-        self.at: list[datetime | None] = []
+        self.at: list[datetime] = []
         self._clock = clock
 
     async def post_event(
@@ -29,7 +29,7 @@ class _Recorder(KubeApi):
         type_: str,
         reason: str,
         message: str,
-        at: datetime | None = None,
+        at: datetime,
     ) -> None:
         self.sent.append((self._clock(), reason, involved))
         self.at.append(at)

@@ -5,6 +5,7 @@ watchers); what it shares with kube-apiserver is in tests/cluster/contract."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -17,6 +18,9 @@ from tests.fakes import kubernetes as fake
 from tests.fakes.kubernetes import EventType, MemoryKube
 
 Told = tuple[str, EventType, str, str]
+
+#: When the Event these tests post happened.
+TOLD_AT = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 
 
 def _request(name: str) -> dict[str, Any]:
@@ -122,7 +126,7 @@ def test_a_watch_is_told_of_every_resource_until_it_ends() -> None:
         made = await kube.create(PLURAL, _request("a"))
         assert made is not None
         await kube.call("POST", "/api/v1/nodes", body={"metadata": {"name": "node"}})
-        await kube.post_event(made, "Normal", "Told", "about a")
+        await kube.post_event(made, "Normal", "Told", "about a", TOLD_AT)
         unwatch()
         unwatch()  # ended already: nothing
         await kube.patch_metadata("ns", "a", {"labels": {"b": "c"}})

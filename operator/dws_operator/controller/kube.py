@@ -260,13 +260,13 @@ class KubeApi:
         type_: str,
         reason: str,
         message: str,
-        at: datetime | None = None,
+        at: datetime,
     ) -> None:
         """An Event about `involved` (a TrainingRequest body). Events are for people:
         one that cannot be posted is logged, never allowed to fail the pass."""
         metadata = involved.get("metadata") or {}
         namespace = str(metadata.get("namespace") or "default")
-        now = rfc3339.seconds(at or rfc3339.now())
+        now = rfc3339.seconds(at)
         event = {
             "apiVersion": "v1",
             "kind": "Event",

@@ -31,8 +31,8 @@ class EventWriter(Protocol):
         type_: str,
         reason: str,
         message: str,
-        at: datetime | None = None,
+        at: datetime,
     ) -> None:
-        """An Event about the object `involved` (its body), that happened `at` (None:
-        now, as the machine's clock says)."""
+        """An Event about the object `involved` (its body), that happened `at` (on the
+        operator's clock)."""
         ...

@@ -120,11 +120,10 @@ class Fleet:
             self._created_at[name] = now
             try:
                 node = self.call(self.core.create_node, manifest)
-            except Conflict:  # left by an earlier run: take the next number
-                del self._created_at[name]
-                continue
-            except BaseException:
-                del self._created_at[name]
+            except BaseException as error:
+                del self._created_at[name]  # no Node of that name was made
+                if isinstance(error, Conflict):
+                    continue  # left by an earlier run: take the next number
                 raise
             break
         self._next_index[pool.path] = index

@@ -130,23 +130,25 @@ def test_every_sample_runs_on_a_regional_cluster(
     )
 
 
+def conditions(status: dict[str, Any]) -> list[str]:
+    """A status's conditions as `Type=Status/Reason`."""
+    return [f"{c['type']}={c['status']}/{c.get('reason')}" for c in status.get("conditions") or []]
+
+
 def where_it_stands(scenario: Scenario, namespace: str) -> str:
     """What a sample that has not ended waits for: each unfinished request's phase,
     message, conditions and pools; the namespace's pods, Jobs and Kueue Workloads; GKE's
     pools; and whether the simulated autoscaler is still making passes."""
-    objects = k8s.CustomObjectsApi(scenario.api)
+    objects = scenario.objects
     listed: Any = objects.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
     lines = ["not every sample ended:"]
     for item in listed["items"]:
         status = item.get("status") or {}
         if status.get("phase") in ("Succeeded", "Failed"):
             continue
-        conditions = [
-            f"{c['type']}={c['status']}/{c.get('reason')}" for c in status.get("conditions") or []
-        ]
         lines.append(
             f"  {item['metadata']['name']}: {status.get('phase')}: {status.get('message')}"
-            f" pools={status.get('nodePools') or status.get('nodePool')} {conditions}"
+            f" pools={status.get('nodePools') or status.get('nodePool')} {conditions(status)}"
         )
     pod: Any
     for pod in scenario.core.list_namespaced_pod(namespace).items:
@@ -161,11 +163,8 @@ def where_it_stands(scenario: Scenario, namespace: str) -> str:
         KUEUE_GROUP, KUEUE_API_VERSION, namespace, "workloads"
     )
     for workload in workloads["items"]:
-        conditions = [
-            f"{c['type']}={c['status']}/{c.get('reason')}"
-            for c in (workload.get("status") or {}).get("conditions") or []
-        ]
-        lines.append(f"  workload {workload['metadata']['name']}: {conditions}")
+        status = workload.get("status") or {}
+        lines.append(f"  workload {workload['metadata']['name']}: {conditions(status)}")
     for pool, count in scenario.emulator.node_pools(scenario.cluster):
         lines.append(f"  GKE pool {pool.name}: {pool.status.name} nodes={count}")
     autoscaler = scenario.autoscaler
