@@ -148,7 +148,10 @@ class OperationFollower:
             # a guess was five looks a second, for minutes, at a TPU slice's create).
             return operation.looked_at + self.poll  # set with started_at, then only later
         done_at = operation.started_at + expected
-        if operation.looked_at < done_at:
+        # A look within CLOCK_SLACK of the usual end was the look at it: due again at
+        # done_at, it would be due at once, and a clock that moves only when every task
+        # waits (the virtual tier's) would see it looked at again and again, for ever.
+        if operation.looked_at + CLOCK_SLACK < done_at:
             return done_at
         # Later than usual: look again after a tenth of its usual time (within bounds).
         late = min(max(expected * LATE_SHARE, MIN_LOOK_SECONDS), self.poll)
