@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import signal
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import kopf
 
 from dws_operator.controller import ConfigError, OperatorConfig, run_operator
 from dws_operator.controller.logs import configure_logging
+from dws_operator.controller.stopping import SLOW_STOP_SECONDS
 from dws_operator.kubekit.leader import LeaseSettings
 
 
@@ -106,6 +108,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"dws-operator run: {error.__cause__}", file=sys.stderr)
             return 1
         raise
+    # The interpreter's own exit (library threads, C finalizers) is past logging's
+    # reach: one that takes longer than a stop should writes every thread's stack to
+    # stderr, so that a slow exit says where it was.
+    faulthandler.dump_traceback_later(SLOW_STOP_SECONDS)
     return 0
 
 

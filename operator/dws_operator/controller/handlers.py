@@ -127,7 +127,8 @@ def build_registry(
     `ending` is called when kopf stops (its cleanup) or will (a start-up refusal): it
     raises the stop flag kopf was given. kopf's exit waits up to 5 s for the tasks still
     running, its own task waiting on that flag among them, so a flag left down (kopf
-    stopped by a signal it answers itself, or by the refusal) held every exit 5 s."""
+    stopped by a signal it answers itself, or by the refusal) held every exit 5 s
+    (`Stopping` is one that also names what a slow stop still waits for)."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)

@@ -20,6 +20,7 @@ from dws_operator.controller.config import OperatorConfig
 from dws_operator.controller.handlers import build_registry
 from dws_operator.controller.kube import KubeApi, connect
 from dws_operator.controller.metrics import OperatorMetrics
+from dws_operator.controller.stopping import Stopping
 from dws_operator.gke.pool_defaults import default_service_account_warning
 from dws_operator.kubekit.fence import FENCE, LeaseLost
 from dws_operator.kubekit.leader import LeaderElector, LeaseSettings
@@ -131,7 +132,8 @@ async def _reconcile(
 ) -> None:
     # In the main thread kopf answers SIGINT and SIGTERM itself, replacing the handlers
     # that raise `stop_flag` (`dws-operator run`'s): the registry raises it as kopf ends.
-    ending = None if stop_flag is None else stop_flag.set
+    # Tasks there before kopf starts run it; a slow stop reports the others.
+    ending = None if stop_flag is None else Stopping(stop_flag, asyncio.all_tasks())
     await kopf.operator(
         registry=build_registry(config, kubeconfig, metrics, ending=ending),
         clusterwide=not config.namespaces,
